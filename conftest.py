@@ -1,0 +1,17 @@
+"""pytest set-up shared by every test.
+
+Keras 2 must be chosen before TensorFlow loads, and the CPU is split into two logical devices
+before TensorFlow initialises it, so that `tf.distribute.MirroredStrategy` can run a real
+two-replica job on one machine. Single-device code is unaffected: it runs on the first one.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+_cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    _cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

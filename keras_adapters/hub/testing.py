@@ -1,0 +1,30 @@
+"""Tiny random TF Hub-format BERT encoders for fast tests."""
+
+import tf_keras as keras
+
+from keras_adapters.hub import encoder_export
+from keras_adapters.networks import adapted_bert_encoder
+
+TINY_CONFIG = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
+                   intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
+
+
+def save_tiny_hub_encoder(export_dir, seed=0, **config):
+  """Writes a randomly initialised BERT encoder in TF Hub format and returns its path.
+
+  Args:
+    export_dir: Folder to write.
+    seed: Seed of the random weights.
+    **config: `AdaptedBertEncoder` arguments overriding `TINY_CONFIG`.
+  """
+  keras.utils.set_random_seed(seed)
+  encoder = adapted_bert_encoder.AdaptedBertEncoder(
+      **{**TINY_CONFIG, **config}, adapter_size=None, name="bert_encoder")
+  encoder(adapted_bert_encoder.dummy_inputs())
+  # Random LayerNorm parameters too, so that a LayerNorm mapped to the wrong place shows.
+  for variable in encoder.weights:
+    if variable.name.endswith(("gamma:0", "beta:0", "bias:0")):
+      variable.assign(keras.random.normal(variable.shape, stddev=0.5, seed=seed)
+                      if hasattr(keras, "random") else
+                      keras.backend.random_normal(variable.shape, stddev=0.5, seed=seed))
+  return encoder_export.save_hub_encoder(encoder, export_dir)

@@ -1,0 +1,145 @@
+"""A BERT Transformer encoder block with Houlsby adapters in both sub-layers."""
+
+import tf_keras as keras
+
+from keras_adapters.layers import adapter as adapter_lib
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class AdaptedTransformerBlock(keras.layers.Layer):
+  """Post-LayerNorm BERT block with an adapter after each output projection.
+
+  The data path is BERT's, with the two adapters where Houlsby et al. put them: after the
+  attention output projection and after the feed-forward output projection, each after the
+  sub-layer's dropout and before its residual add and LayerNorm.
+
+      a = LayerNorm(x + Adapter(Dropout(SelfAttention(x))))
+      y = LayerNorm(a + Adapter(Dropout(W_out · act(W_in · a))))
+
+  Sub-layer names follow the Model Garden `TransformerEncoderBlock` (`self_attention`,
+  `self_attention_layer_norm`, `intermediate`, `output`, `output_layer_norm`), so TF Hub
+  variables map onto them by name. The adapters are `attention_adapter` and
+  `feedforward_adapter`. Every sub-layer is a Keras layer with its own `trainable` flag.
+
+  Example:
+  >>> block = AdaptedTransformerBlock(num_heads=2, intermediate_size=64, adapter_size=8)
+  >>> block(tf.zeros([2, 5, 32])).shape
+  TensorShape([2, 5, 32])
+
+  Args:
+    num_heads: Number of attention heads; must divide the hidden size.
+    intermediate_size: Width of the feed-forward inner layer.
+    activation: Feed-forward activation. `"gelu"` is the exact (erf) GELU of the TF Hub
+      BERTs; `"gelu_approximate"` is the tanh approximation of the original BERT code.
+    dropout_rate: Dropout on each sub-layer output and on the embeddings (BERT's 0.1).
+    attention_dropout_rate: Dropout on the attention probabilities.
+    layer_norm_epsilon: LayerNorm epsilon (1e-12 in BERT).
+    adapter_size: Adapter bottleneck `m`, or `None` for a block without adapters.
+    adapter_activation: Nonlinearity inside the adapters.
+    adapter_init_stddev: Standard deviation of the adapters' initial projections.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self,
+               num_heads,
+               intermediate_size,
+               activation="gelu",
+               dropout_rate=0.1,
+               attention_dropout_rate=0.1,
+               layer_norm_epsilon=1e-12,
+               adapter_size=None,
+               adapter_activation="relu",
+               adapter_init_stddev=1e-2,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_heads = num_heads
+    self.intermediate_size = intermediate_size
+    self.activation = activation
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.adapter_size = adapter_size
+    self.adapter_activation = adapter_activation
+    self.adapter_init_stddev = adapter_init_stddev
+
+  def build(self, input_shape):
+    hidden_size = input_shape[-1]
+    if hidden_size % self.num_heads:
+      raise ValueError(
+          f"The hidden size {hidden_size} is not a multiple of num_heads={self.num_heads}.")
+    self.self_attention = keras.layers.MultiHeadAttention(
+        num_heads=self.num_heads,
+        key_dim=hidden_size // self.num_heads,
+        dropout=self.attention_dropout_rate,
+        name="self_attention")
+    self.attention_dropout = keras.layers.Dropout(self.dropout_rate)
+    self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
+    self.intermediate = keras.layers.Dense(
+        self.intermediate_size, activation=_activation(self.activation), name="intermediate")
+    self.output_dense = keras.layers.Dense(hidden_size, name="output")
+    self.output_dropout = keras.layers.Dropout(self.dropout_rate)
+    self.output_layer_norm = self._layer_norm("output_layer_norm")
+    self.attention_adapter = self._adapter("attention_adapter")
+    self.feedforward_adapter = self._adapter("feedforward_adapter")
+    # Sub-layers build on their first call, inside the call's name scopes, so variable names
+    # read like a TF Hub export's: ".../transformer/layer_0/self_attention/query/kernel".
+    super().build(input_shape)
+
+  def _layer_norm(self, name):
+    # LayerNorm in float32 even under mixed precision, as the Model Garden does.
+    return keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
+
+  def _adapter(self, name):
+    if self.adapter_size is None:
+      return None
+    return adapter_lib.Adapter(
+        self.adapter_size,
+        activation=self.adapter_activation,
+        init_stddev=self.adapter_init_stddev,
+        name=name)
+
+  @property
+  def adapters(self):
+    """The block's adapters, empty when it has none."""
+    return [a for a in (self.attention_adapter, self.feedforward_adapter) if a is not None]
+
+  def call(self, inputs, attention_mask=None, training=None):
+    attention = self.self_attention(
+        inputs, inputs, attention_mask=attention_mask, training=training)
+    attention = self.attention_dropout(attention, training=training)
+    if self.attention_adapter is not None:
+      attention = self.attention_adapter(attention)
+    attention = self.self_attention_layer_norm(inputs + attention)
+
+    feedforward = self.output_dense(self.intermediate(attention))
+    feedforward = self.output_dropout(feedforward, training=training)
+    if self.feedforward_adapter is not None:
+      feedforward = self.feedforward_adapter(feedforward)
+    return self.output_layer_norm(attention + feedforward)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "num_heads": self.num_heads,
+        "intermediate_size": self.intermediate_size,
+        "activation": self.activation,
+        "dropout_rate": self.dropout_rate,
+        "attention_dropout_rate": self.attention_dropout_rate,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "adapter_size": self.adapter_size,
+        "adapter_activation": self.adapter_activation,
+        "adapter_init_stddev": self.adapter_init_stddev,
+    })
+    return config
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+def gelu_approximate(x):
+  """The tanh approximation of GELU used by the original BERT code."""
+  return keras.activations.gelu(x, approximate=True)
+
+
+def _activation(name):
+  # Keras' "gelu" is the exact (erf) form, which the TF Hub BERT exports use.
+  return gelu_approximate if name == "gelu_approximate" else keras.activations.get(name)

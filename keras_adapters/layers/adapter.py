@@ -1,0 +1,67 @@
+"""The Houlsby bottleneck adapter."""
+
+import tf_keras as keras
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class Adapter(keras.layers.Layer):
+  """Bottleneck adapter with an internal skip connection (Houlsby et al. 2019).
+
+  Computes `h + W_up · f(W_down · h + b_down) + b_up`. Both projections start from a
+  truncated normal (cut at two standard deviations) with a small standard deviation and the
+  biases start at zero, so a new adapter is close to the identity and a frozen network keeps
+  its pre-trained behaviour at the first step. For hidden size `d` and bottleneck `m` it holds
+  `2md + d + m` parameters.
+
+  Example:
+  >>> adapter = Adapter(bottleneck_size=8)
+  >>> adapter(tf.zeros([2, 5, 32])).shape
+  TensorShape([2, 5, 32])
+
+  Args:
+    bottleneck_size: `m`, the width of the down-projection; must be positive.
+    activation: The nonlinearity `f` between the projections, any Keras activation name.
+    init_stddev: Standard deviation of the truncated-normal initial projections. `0` makes
+      the adapter an exact identity at initialisation.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, bottleneck_size, activation="relu", init_stddev=1e-2, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(bottleneck_size, int) or bottleneck_size <= 0:
+      raise ValueError(
+          f"Adapter bottleneck_size must be a positive integer, got {bottleneck_size!r}. "
+          "The paper uses sizes from 2 to 256; 64 is the usual default.")
+    if init_stddev < 0:
+      raise ValueError(f"Adapter init_stddev must be >= 0, got {init_stddev!r}.")
+    self.bottleneck_size = bottleneck_size
+    self.activation = activation
+    self.init_stddev = init_stddev
+
+  def build(self, input_shape):
+    hidden_size = input_shape[-1]
+    self.down_project = keras.layers.Dense(
+        self.bottleneck_size,
+        activation=self.activation,
+        kernel_initializer=self._kernel_initializer(),
+        name="down_project")
+    self.up_project = keras.layers.Dense(
+        hidden_size, kernel_initializer=self._kernel_initializer(), name="up_project")
+    super().build(input_shape)
+
+  def _kernel_initializer(self):
+    # One initializer object per kernel, as in the Model Garden: a shared seeded instance
+    # would give both projections the same draw.
+    return keras.initializers.TruncatedNormal(stddev=self.init_stddev)
+
+  def call(self, inputs):
+    return inputs + self.up_project(self.down_project(inputs))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "bottleneck_size": self.bottleneck_size,
+        "activation": self.activation,
+        "init_stddev": self.init_stddev,
+    })
+    return config

@@ -1,0 +1,225 @@
+"""A BERT encoder network with Houlsby adapters, laid out like the Model Garden BertEncoder."""
+
+import re
+
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import adapted_transformer_block
+
+INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class AdaptedBertEncoder(keras.layers.Layer):
+  """BERT encoder that takes and returns the TF Hub BERT dictionaries.
+
+  Inputs are `input_word_ids`, `input_mask` and `input_type_ids`, int32 `[batch, seq_length]`;
+  outputs are `sequence_output` `[batch, seq_length, hidden]`, `pooled_output` `[batch, hidden]`
+  (a tanh projection of the first token), `encoder_outputs` (one sequence output per layer) and
+  `default` (= `pooled_output`), as TF Hub BERT encoders return.
+
+  Sub-layers carry the Model Garden names (`word_embeddings`, `position_embedding`,
+  `type_embeddings`, `embeddings/layer_norm`, `transformer/layer_<i>`, `pooler_transform`), which
+  `hub_variable_map()` turns into the variable names a TF Hub export uses.
+
+  Example:
+  >>> encoder = AdaptedBertEncoder(vocab_size=100, hidden_size=32, num_layers=2,
+  ...                              num_attention_heads=2, intermediate_size=64, adapter_size=8)
+  >>> ids = tf.ones([2, 6], tf.int32)
+  >>> encoder(dict(input_word_ids=ids, input_mask=ids, input_type_ids=0 * ids))[
+  ...     "pooled_output"].shape
+  TensorShape([2, 32])
+
+  Args:
+    vocab_size: Number of wordpieces.
+    hidden_size: Width `d` of every layer.
+    num_layers: Number of Transformer blocks.
+    num_attention_heads: Attention heads per block.
+    intermediate_size: Feed-forward inner width.
+    max_sequence_length: Number of learned position embeddings.
+    type_vocab_size: Number of segment (token type) ids.
+    activation: Feed-forward activation, `"gelu"` (exact) or `"gelu_approximate"` (tanh).
+    dropout_rate: Dropout on embeddings and sub-layer outputs.
+    attention_dropout_rate: Dropout on attention probabilities.
+    layer_norm_epsilon: LayerNorm epsilon.
+    adapter_size: Adapter bottleneck `m` in every block, or `None` for plain BERT.
+    adapter_activation: Nonlinearity inside the adapters.
+    adapter_init_stddev: Standard deviation of the adapters' initial projections.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self,
+               vocab_size,
+               hidden_size=768,
+               num_layers=12,
+               num_attention_heads=12,
+               intermediate_size=3072,
+               max_sequence_length=512,
+               type_vocab_size=2,
+               activation="gelu",
+               dropout_rate=0.1,
+               attention_dropout_rate=0.1,
+               layer_norm_epsilon=1e-12,
+               adapter_size=None,
+               adapter_activation="relu",
+               adapter_init_stddev=1e-2,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.max_sequence_length = max_sequence_length
+    self.type_vocab_size = type_vocab_size
+    self.activation = activation
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.adapter_size = adapter_size
+    self.adapter_activation = adapter_activation
+    self.adapter_init_stddev = adapter_init_stddev
+
+    self.word_embeddings = keras.layers.Embedding(
+        vocab_size, hidden_size, name="word_embeddings")
+    self.position_embedding = keras.layers.Embedding(
+        max_sequence_length, hidden_size, name="position_embedding")
+    self.type_embeddings = keras.layers.Embedding(
+        type_vocab_size, hidden_size, name="type_embeddings")
+    self.embedding_layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype="float32", name="embeddings/layer_norm")
+    self.embedding_dropout = keras.layers.Dropout(dropout_rate)
+    self.transformer_layers = [
+        adapted_transformer_block.AdaptedTransformerBlock(
+            num_heads=num_attention_heads,
+            intermediate_size=intermediate_size,
+            activation=activation,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            layer_norm_epsilon=layer_norm_epsilon,
+            adapter_size=adapter_size,
+            adapter_activation=adapter_activation,
+            adapter_init_stddev=adapter_init_stddev,
+            name=f"transformer/layer_{i}") for i in range(num_layers)
+    ]
+    self.pooler_transform = keras.layers.Dense(
+        hidden_size, activation="tanh", name="pooler_transform")
+
+  def call(self, inputs, training=None):
+    word_ids, mask, type_ids = _checked_inputs(inputs)
+    seq_length = tf.shape(word_ids)[1]
+    tf.debugging.assert_less_equal(
+        seq_length, self.max_sequence_length,
+        message=f"Sequences are longer than the encoder's {self.max_sequence_length} "
+        "position embeddings: truncate them (max_seq_length).")
+    embeddings = (self.word_embeddings(word_ids)
+                  + self.position_embedding(tf.range(seq_length))[tf.newaxis]
+                  + self.type_embeddings(type_ids))
+    x = self.embedding_dropout(self.embedding_layer_norm(embeddings), training=training)
+
+    # [batch, 1, seq]: each query attends to the unpadded keys; broadcasts over queries.
+    attention_mask = tf.cast(mask[:, tf.newaxis, :], tf.bool)
+    encoder_outputs = []
+    for block in self.transformer_layers:
+      x = block(x, attention_mask=attention_mask, training=training)
+      encoder_outputs.append(x)
+    pooled = self.pooler_transform(x[:, 0, :])
+    return dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs,
+                default=pooled)
+
+  @property
+  def adapters(self):
+    """All adapter layers, bottom block first."""
+    return [a for block in self.transformer_layers for a in block.adapters]
+
+  @property
+  def layer_norms(self):
+    """Every LayerNorm, the embedding one included."""
+    return [self.embedding_layer_norm] + [
+        norm for block in self.transformer_layers
+        for norm in (block.self_attention_layer_norm, block.output_layer_norm)]
+
+  def hub_variable_map(self):
+    """Maps TF Hub (Model Garden) variable names to this encoder's base variables.
+
+    Adapters are not part of the map: a Hub encoder has none.
+
+    Returns:
+      A dict from names such as `transformer/layer_0/self_attention/query/kernel` to variables.
+    """
+    if not self.built:
+      self(dummy_inputs())
+    adapter_ids = {id(w) for adapter in self.adapters for w in adapter.weights}
+    return {canonical_variable_name(w.name): w for w in self.weights
+            if id(w) not in adapter_ids}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "vocab_size": self.vocab_size,
+        "hidden_size": self.hidden_size,
+        "num_layers": self.num_layers,
+        "num_attention_heads": self.num_attention_heads,
+        "intermediate_size": self.intermediate_size,
+        "max_sequence_length": self.max_sequence_length,
+        "type_vocab_size": self.type_vocab_size,
+        "activation": self.activation,
+        "dropout_rate": self.dropout_rate,
+        "attention_dropout_rate": self.attention_dropout_rate,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "adapter_size": self.adapter_size,
+        "adapter_activation": self.adapter_activation,
+        "adapter_init_stddev": self.adapter_init_stddev,
+    })
+    return config
+
+
+def canonical_variable_name(name):
+  """The Model Garden name of a variable, whatever scopes enclose it.
+
+  TF Hub exports and rebuilt encoders prefix names differently (`bert_encoder/...`, a Keras
+  model's name, none at all); everything from the first Model Garden root on is the same.
+
+  Args:
+    name: A variable name such as `model/bert/transformer/layer_0/output/kernel:0`.
+
+  Returns:
+    The name from its Model Garden root on, without `:0`, e.g.
+    `transformer/layer_0/output/kernel`; the name unchanged (less `:0`) if it has no root.
+  """
+  name = name.split(":")[0]
+  match = _ROOT_PATTERN.search(name)
+  return name[match.start(1):] if match else name
+
+
+_ROOT_PATTERN = re.compile(
+    r"(?:^|/)((?:word_embeddings|position_embedding|type_embeddings|embeddings/layer_norm|"
+    r"transformer/layer_\d+|pooler_transform)/)")
+
+
+def dummy_inputs(batch_size=1, seq_length=2):
+  """A tiny valid input dict, used to create an encoder's variables."""
+  ids = tf.ones([batch_size, seq_length], tf.int32)
+  return dict(input_word_ids=ids, input_mask=ids, input_type_ids=tf.zeros_like(ids))
+
+
+def _checked_inputs(inputs):
+  """Returns (word_ids, mask, type_ids) as int32, or raises a clear error."""
+  if not isinstance(inputs, dict) or any(key not in inputs for key in INPUT_KEYS):
+    got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+    raise ValueError(
+        f"The BERT encoder takes a dict with keys {list(INPUT_KEYS)}, got {got}. Tokenize "
+        "text with the matching TF Hub preprocessing model to get them.")
+  tensors = []
+  for key in INPUT_KEYS:
+    tensor = tf.convert_to_tensor(inputs[key])
+    if not tensor.dtype.is_integer:
+      raise TypeError(
+          f"Encoder input {key!r} must hold integer ids, got dtype {tensor.dtype.name}. "
+          "Cast it to int32 or produce it with the preprocessing model.")
+    if tensor.shape.rank is not None and tensor.shape.rank != 2:
+      raise ValueError(
+          f"Encoder input {key!r} must have shape [batch, seq_length], got {tensor.shape}.")
+    tensors.append(tf.cast(tensor, tf.int32))
+  return tensors

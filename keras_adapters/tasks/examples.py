@@ -1,0 +1,59 @@
+"""The one in-memory form every task reader produces and every pipeline consumes."""
+
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """What a task is: its inputs, its labels and how it is scored.
+
+  Attributes:
+    name: Task name, e.g. `"sst2"` or `"airline"`.
+    text_fields: Names of the text inputs; one for single sentences, two for pairs.
+    label_names: Class names in label-id order; `None` for a regression task.
+    metrics: Metric names reported for the task, the first one is the one to select on.
+  """
+  name: str
+  text_fields: Sequence[str]
+  label_names: Optional[Sequence[str]]
+  metrics: Sequence[str] = ("accuracy",)
+
+  @property
+  def is_regression(self) -> bool:
+    return self.label_names is None
+
+  @property
+  def num_classes(self) -> int:
+    return 1 if self.is_regression else len(self.label_names)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextExamples:
+  """One split of a text task.
+
+  Attributes:
+    ids: One identifier per example (GLUE `index`, a row number, a file name).
+    texts: One list of strings per text field of the task, each as long as `ids`.
+    labels: int32 class ids, float32 scores for regression, or `None` when the split is
+      unlabelled (a GLUE test split).
+  """
+  ids: Sequence[str]
+  texts: Sequence[Sequence[str]]
+  labels: Optional[np.ndarray] = None
+
+  def __len__(self) -> int:
+    return len(self.ids)
+
+  def __post_init__(self):
+    for field in self.texts:
+      if len(field) != len(self.ids):
+        raise ValueError(
+            f"Every text field needs one entry per example: got {len(field)} texts for "
+            f"{len(self.ids)} ids.")
+    if self.labels is not None and len(self.labels) != len(self.ids):
+      raise ValueError(
+          f"Got {len(self.labels)} labels for {len(self.ids)} examples; give one label per "
+          "example or none at all.")
