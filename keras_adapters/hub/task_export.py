@@ -1,0 +1,70 @@
+"""One self-contained SavedModel per task: raw strings in, probabilities or scores out."""
+
+import tensorflow as tf
+
+from keras_adapters.utils import atomic_io
+
+
+class _TaskModule(tf.Module):
+  """Preprocessing, encoder with adapters and head, traced into one serving graph."""
+
+  def __init__(self, model, preprocessor, text_fields, seq_length, label_names):
+    super().__init__(name="task")
+    self.model = model
+    self.preprocessor = preprocessor
+    self.text_fields = tuple(text_fields)
+    self.seq_length = seq_length
+    self.is_regression = label_names is None
+    # Saved with the model so a server can map class ids back to names without our code.
+    self.label_names = tf.Variable(list(label_names or []), dtype=tf.string, trainable=False,
+                                   shape=[None], name="label_names")
+
+  def predict(self, texts):
+    segments = [self.preprocessor.tokenize(t) for t in texts]
+    inputs = self.preprocessor.bert_pack_inputs(
+        segments, tf.constant(self.seq_length, tf.int32))
+    outputs = self.model(inputs, training=False)
+    if self.is_regression:
+      return {"scores": outputs[:, 0]}
+    return {"probabilities": tf.nn.softmax(outputs, axis=-1)}
+
+
+def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_length=128,
+                label_names=None):
+  """Writes a SavedModel that serves a trained task model on raw text.
+
+  The SavedModel has a `serving_default` signature with one string input per text field
+  (e.g. `sentence1`, `sentence2`) returning `probabilities` `[batch, classes]` (or `scores`
+  `[batch]` for regression), and a `__call__` for `hub.KerasLayer(export_dir)`: a string
+  tensor (one text field) or a list of string tensors (pairs). Preprocessing is inside, so
+  serving needs TensorFlow and tensorflow-text only, no code of this package.
+
+  Args:
+    model: The trained Keras model mapping BERT input dicts to logits (or one score).
+    preprocessor: An object with `tokenize` and `bert_pack_inputs`, such as a loaded TF Hub
+      BERT preprocessing SavedModel or `BertPreprocessor`.
+    export_dir: Folder to write, replaced atomically.
+    text_fields: Names of the text inputs, one or two.
+    seq_length: Length sequences are packed to.
+    label_names: Class names in logit order, or `None` for a regression task.
+
+  Returns:
+    `export_dir`.
+  """
+  if not 1 <= len(text_fields) <= 2:
+    raise ValueError(f"A task takes one or two text fields, got {list(text_fields)}.")
+  module = _TaskModule(model, preprocessor, text_fields, seq_length, label_names)
+  string_spec = tf.TensorSpec([None], tf.string)
+  if len(text_fields) == 1:
+    module.__call__ = tf.function(lambda text: module.predict([text]),
+                                  input_signature=[string_spec])
+  else:
+    module.__call__ = tf.function(lambda texts: module.predict(texts),
+                                  input_signature=[[string_spec] * len(text_fields)])
+  serving = tf.function(
+      lambda **texts: module.predict([texts[field] for field in module.text_fields]),
+      input_signature=None).get_concrete_function(
+          **{field: tf.TensorSpec([None], tf.string, name=field) for field in text_fields})
+  with atomic_io.atomic_directory(export_dir) as staging:
+    tf.saved_model.save(module, staging, signatures={"serving_default": serving})
+  return export_dir
