@@ -7,6 +7,7 @@ adapters, and every Hub variable is copied in by name.
 """
 
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -60,9 +61,21 @@ def read_hub_encoder(handle):
       not a BERT encoder with Model Garden variable names.
   """
   handle = os.fspath(handle)
+  saved_model_pb = os.path.join(handle, "saved_model.pb")
+  # Several models around one base read it once per process; the modification time keys the
+  # cache so a SavedModel rewritten in place is read again.
+  stamp = os.path.getmtime(saved_model_pb) if os.path.isfile(saved_model_pb) else None
+  return _read_hub_encoder(handle, stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _read_hub_encoder(handle, stamp):
+  del stamp  # Only part of the cache key.
   loaded = _load(handle)
   weights = {}
-  for variable in loaded.variables:
+  # A restored object lists its variables only if it was saved as a tf.Module (Hub models
+  # are); anything else is no encoder, and the config check below says so.
+  for variable in getattr(loaded, "variables", ()):
     name = adapted_bert_encoder.canonical_variable_name(variable.name)
     if name.startswith(_NON_ENCODER_PREFIXES):
       continue
@@ -113,7 +126,7 @@ def _infer_config(handle, weights):
               "transformer/layer_0/intermediate/kernel")
   missing = [name for name in required if name not in weights]
   if missing:
-    sample = sorted(weights)[:5]
+    sample = sorted(weights)[:5] or "nothing"
     raise HubEncoderError(
         f"{handle!r} is not a BERT encoder with Model Garden variable names (BertEncoder / "
         f"BertEncoderV2, as the official TF Hub BERTs): it lacks {missing}. Its variables "

@@ -28,3 +28,14 @@ def save_tiny_hub_encoder(export_dir, seed=0, **config):
                       if hasattr(keras, "random") else
                       keras.backend.random_normal(variable.shape, stddev=0.5, seed=seed))
   return encoder_export.save_hub_encoder(encoder, export_dir)
+
+
+TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
+
+
+def save_tiny_vocab(path):
+  """Writes a wordpiece vocab that fits `TINY_CONFIG` (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`,
+  then the words `w0`, `w1`, ...) and returns its path."""
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + TINY_WORDS) + "\n")
+  return path

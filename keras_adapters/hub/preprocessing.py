@@ -1,0 +1,316 @@
+"""A TF Hub-format BERT preprocessing model, built locally from a wordpiece vocab.
+
+`BertPreprocessor` reproduces the interface of TF Hub's `bert_en_uncased_preprocess/3`:
+
+  * `preprocessor(strings)` maps a [batch] string tensor to the encoder inputs
+    `input_word_ids`, `input_mask` and `input_type_ids`, each int32
+    [batch, default_seq_length], laid out as `[CLS] tokens [SEP]` and zero-padded.
+  * `preprocessor.tokenize(strings)` returns an int32 RaggedTensor
+    [batch, (words), (wordpieces)].
+  * `preprocessor.bert_pack_inputs(segments, seq_length)` packs a list of 1 to 3
+    tokenized segments into the same dict, `[CLS] a [SEP] b [SEP]`, trimming the
+    segments round-robin so that each keeps a share of `seq_length`.
+
+The object works in-process as it is, and `build_preprocessing_savedmodel` saves it
+as a self-contained SavedModel (the vocab travels as an asset) that loads with
+`hub.KerasLayer(export_dir)`, `hub.load` or `tf.saved_model.load`, exactly like the
+TF Hub model, e.g. `hub.KerasLayer(loaded.bert_pack_inputs,
+arguments=dict(seq_length=64))`.
+"""
+
+import os
+import uuid
+from typing import Callable, Dict, List, Sequence, Union
+
+import tensorflow as tf
+import tensorflow_text as text
+
+_CLS, _SEP, _PAD, _UNK = "[CLS]", "[SEP]", "[PAD]", "[UNK]"
+_SPECIAL_TOKENS = (_CLS, _SEP, _PAD, _UNK)
+# TF Hub's BERT preprocessors pack one to three segments.
+_MAX_SEGMENTS = 3
+# `tokenize` yields [batch, (words), (wordpieces)] (ragged rank 2); callers may also
+# pass segments already flattened to [batch, (tokens)] (ragged rank 1).
+_SEGMENT_RAGGED_RANKS = (1, 2)
+
+RaggedSegments = Sequence[tf.RaggedTensor]
+
+
+def read_vocab(vocab_file: str) -> List[str]:
+  """Reads a wordpiece vocab file with one token per line; the line number is the id.
+
+  Args:
+    vocab_file: Path of a BERT `vocab.txt`.
+
+  Returns:
+    The tokens in id order.
+
+  Raises:
+    FileNotFoundError: If `vocab_file` does not exist.
+    ValueError: If the file is empty or lists a token twice.
+  """
+  if not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError(
+        f"BERT vocab file {vocab_file!r} does not exist; pass the path of the encoder's "
+        "vocab.txt (one wordpiece per line).")
+  with tf.io.gfile.GFile(vocab_file, "r") as f:
+    # Split exactly like tf.lookup.TextFileInitializer so ids agree with the table:
+    # on "\n" only, dropping a trailing "\r" and the empty string after the last newline.
+    tokens = [line[:-1] if line.endswith("\r") else line for line in f.read().split("\n")]
+  if tokens and not tokens[-1]:
+    tokens.pop()
+  if not tokens:
+    raise ValueError(f"BERT vocab file {vocab_file!r} is empty; it needs one token a line.")
+  seen = set()
+  for token in tokens:
+    if token in seen:
+      raise ValueError(
+          f"BERT vocab file {vocab_file!r} lists {token!r} twice; every line must be a "
+          "distinct token because its line number is its id.")
+    seen.add(token)
+  return tokens
+
+
+def _special_token_ids(tokens: Sequence[str]) -> Dict[str, int]:
+  """Returns the ids of `[CLS]`, `[SEP]`, `[PAD]` and `[UNK]` in a vocab.
+
+  Args:
+    tokens: The vocab in id order.
+
+  Returns:
+    A dict from each special token to its id.
+
+  Raises:
+    ValueError: If the vocab lacks one of the special tokens.
+  """
+  index = {token: i for i, token in enumerate(tokens)}
+  missing = [token for token in _SPECIAL_TOKENS if token not in index]
+  if missing:
+    raise ValueError(
+        f"The BERT vocab lacks the special tokens {missing}; BERT packing needs "
+        f"{list(_SPECIAL_TOKENS)}. Use the vocab.txt that the encoder was trained with.")
+  return {token: index[token] for token in _SPECIAL_TOKENS}
+
+
+def _check_default_seq_length(seq_length: int) -> None:
+  """Raises unless `seq_length` leaves room for a token beside `[CLS]` and `[SEP]`."""
+  if isinstance(seq_length, bool) or not isinstance(seq_length, int):
+    raise TypeError(f"default_seq_length must be a Python int, got {seq_length!r}.")
+  if seq_length < 3:
+    raise ValueError(
+        f"default_seq_length={seq_length} leaves no room for text beside [CLS] and [SEP]; "
+        "use at least 3 (BERT encoders are usually fed 128).")
+
+
+class BertPreprocessor(tf.Module):
+  """BERT text preprocessing with the interface of TF Hub's BERT preprocessors.
+
+  Usable in-process as is; `build_preprocessing_savedmodel` saves it for TF Hub-style
+  loading. Special token ids are read from the vocab, not assumed.
+  """
+
+  def __init__(self,
+               vocab_file: str,
+               *,
+               lower_case: bool = True,
+               default_seq_length: int = 128,
+               name: str = "bert_preprocessor"):
+    """Builds the tokenizer and its vocab lookup table.
+
+    Args:
+      vocab_file: Path of the encoder's wordpiece `vocab.txt`.
+      lower_case: Whether to lowercase and strip accents (uncased models) before
+        wordpiece splitting; `False` for cased models.
+      default_seq_length: Length that calling the object packs to.
+      name: Module name.
+
+    Raises:
+      FileNotFoundError: If `vocab_file` does not exist.
+      ValueError: If the vocab is unusable or `default_seq_length` is below 3.
+      TypeError: If `default_seq_length` is not an int.
+    """
+    super().__init__(name=name)
+    _check_default_seq_length(default_seq_length)
+    ids = _special_token_ids(read_vocab(vocab_file))
+    self._cls_id, self._sep_id = ids[_CLS], ids[_SEP]
+    self._pad_id, self._unk_id = ids[_PAD], ids[_UNK]
+    self._default_seq_length = default_seq_length
+    # TextFileInitializer tracks the file as a SavedModel asset, so an export carries its
+    # own copy of the vocab and loads after the original file is gone.
+    initializer = tf.lookup.TextFileInitializer(
+        vocab_file,
+        key_dtype=tf.string, key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+        value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER)
+    self._vocab_table = tf.lookup.StaticHashTable(initializer, default_value=-1)
+    self._tokenizer = text.BertTokenizer(
+        self._vocab_table, lower_case=lower_case, token_out_type=tf.int64,
+        unknown_token=_UNK)
+    self._pack_tokens = tf.function(self._pack, autograph=False)
+    self.bert_pack_inputs = tf.function(self._bert_pack_inputs_fn(), autograph=False)
+
+  @property
+  def default_seq_length(self) -> int:
+    return self._default_seq_length
+
+  @property
+  def special_token_ids(self) -> Dict[str, int]:
+    return {_CLS: self._cls_id, _SEP: self._sep_id, _PAD: self._pad_id, _UNK: self._unk_id}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+  def __call__(self, strings: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """Tokenizes and packs single sentences to `default_seq_length`.
+
+    Args:
+      strings: string Tensor [batch].
+
+    Returns:
+      A dict with int32 `input_word_ids`, `input_mask` and `input_type_ids`, each
+      [batch, default_seq_length].
+    """
+    # Packing to a Tensor length reuses the one-segment trace of `bert_pack_inputs`;
+    # ensure_shape then restores the static length that Keras models see.
+    outputs = self._pack_tokens([_flatten_words(self._tokenize(strings))],
+                                tf.constant(self._default_seq_length))
+    return {key: tf.ensure_shape(value, [None, self._default_seq_length])
+            for key, value in outputs.items()}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+  def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    """Splits strings into wordpiece ids.
+
+    Args:
+      strings: string Tensor [batch].
+
+    Returns:
+      int32 RaggedTensor [batch, (words), (wordpieces)].
+    """
+    return self._tokenize(strings)
+
+  def trace_for_export(self) -> None:
+    """Traces `bert_pack_inputs` for every input layout a loaded SavedModel accepts.
+
+    A SavedModel keeps only traced functions, so this covers 1 to 3 segments of either
+    ragged rank with `seq_length` as a scalar int32 Tensor (Python ints are converted
+    to it when calling the loaded function).
+    """
+    for ragged_rank in _SEGMENT_RAGGED_RANKS:
+      segment = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32,
+                                    ragged_rank=ragged_rank)
+      for num_segments in range(1, _MAX_SEGMENTS + 1):
+        self.bert_pack_inputs.get_concrete_function(
+            [segment] * num_segments, seq_length=tf.TensorSpec([], tf.int32))
+
+  def _bert_pack_inputs_fn(self) -> Callable[..., Dict[str, tf.Tensor]]:
+    """Returns the Python function behind `bert_pack_inputs`.
+
+    It is a closure, not a method, so that `default_seq_length` is a Python default
+    that the SavedModel keeps: a loaded model then packs to it when `seq_length` is
+    omitted, as TF Hub's preprocessors do.
+    """
+
+    def bert_pack_inputs(inputs: RaggedSegments,
+                         seq_length: Union[int, tf.Tensor] = self._default_seq_length
+                         ) -> Dict[str, tf.Tensor]:
+      """Packs tokenized segments into BERT encoder inputs.
+
+      Args:
+        inputs: A list of 1 to 3 int32 RaggedTensors, [batch, (words), (wordpieces)]
+          as from `tokenize` or [batch, (tokens)].
+        seq_length: Length to pack to, a Python int or scalar int32 Tensor (a Tensor
+          avoids one trace per distinct length in-process).
+
+      Returns:
+        A dict with int32 `input_word_ids`, `input_mask` and `input_type_ids`, each
+        [batch, seq_length]. Type ids are 0 for `[CLS]`, the first segment and its
+        `[SEP]`, 1 for the second segment and its `[SEP]`, and so on.
+      """
+      if not isinstance(inputs, (list, tuple)) or not 1 <= len(inputs) <= _MAX_SEGMENTS:
+        raise ValueError(
+            f"bert_pack_inputs needs a list of 1 to {_MAX_SEGMENTS} tokenized segments, "
+            f"got {inputs!r}; wrap a single segment as [segment].")
+      # Both ragged ranks share one packing trace per number of segments, which halves
+      # the tracing (and saving) time of an export.
+      return self._pack_tokens([_flatten_words(segment) for segment in inputs],
+                               seq_length)
+
+    return bert_pack_inputs
+
+  def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    return tf.cast(self._tokenizer.tokenize(strings), tf.int32)
+
+  def _pack(self, segments: RaggedSegments,
+            seq_length: Union[int, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Trims [batch, (tokens)] segments, joins them with special tokens and pads."""
+    num_specials = len(segments) + 1
+    seq_length = tf.convert_to_tensor(seq_length, tf.int32)
+    tf.debugging.assert_greater(
+        seq_length, num_specials,
+        message=f"seq_length must exceed {num_specials}, the number of [CLS] and [SEP] "
+        f"tokens for {len(segments)} segment(s)")
+    trimmed = text.RoundRobinTrimmer(max_seq_length=seq_length - num_specials).trim(segments)
+    word_ids, type_ids = text.combine_segments(trimmed, self._cls_id, self._sep_id)
+    input_word_ids, input_mask = text.pad_model_inputs(word_ids, seq_length,
+                                                       pad_value=self._pad_id)
+    input_type_ids, _ = text.pad_model_inputs(type_ids, seq_length, pad_value=0)
+    return {
+        "input_word_ids": tf.cast(input_word_ids, tf.int32),
+        "input_mask": tf.cast(input_mask, tf.int32),
+        "input_type_ids": tf.cast(input_type_ids, tf.int32),
+    }
+
+
+def _flatten_words(segment: tf.RaggedTensor) -> tf.RaggedTensor:
+  """Merges [batch, (words), (wordpieces)] into int32 [batch, (tokens)]."""
+  if (not isinstance(segment, tf.RaggedTensor) or
+      segment.ragged_rank not in _SEGMENT_RAGGED_RANKS):
+    raise ValueError(
+        "Each segment must be a RaggedTensor [batch, (words), (wordpieces)] from "
+        f"tokenize() or [batch, (tokens)], got {segment!r}.")
+  if segment.ragged_rank == 2:
+    segment = segment.merge_dims(1, 2)
+  return tf.cast(segment, tf.int32)
+
+
+def build_preprocessing_savedmodel(vocab_file: str,
+                                   export_dir: str,
+                                   *,
+                                   lower_case: bool = True,
+                                   default_seq_length: int = 128) -> str:
+  """Saves a TF Hub-format BERT preprocessing SavedModel.
+
+  The model is written into a temporary sibling folder and renamed into place, so an
+  interrupted build never leaves a partial `export_dir` behind.
+
+  Args:
+    vocab_file: Path of the encoder's wordpiece `vocab.txt`; copied into the export.
+    export_dir: Local folder to create; it must not exist yet.
+    lower_case: Whether the encoder is uncased (lowercase and strip accents).
+    default_seq_length: Length that calling the loaded model packs to.
+
+  Returns:
+    `export_dir`.
+
+  Raises:
+    FileExistsError: If `export_dir` already exists.
+    FileNotFoundError: If `vocab_file` does not exist.
+    ValueError: If the vocab is unusable or `default_seq_length` is below 3.
+  """
+  export_dir = os.path.abspath(export_dir)
+  if os.path.exists(export_dir):
+    raise FileExistsError(
+        f"{export_dir!r} already exists; delete it or choose another export_dir so a "
+        "stale preprocessing model is never mixed with a new one.")
+  preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case,
+                                  default_seq_length=default_seq_length)
+  preprocessor.trace_for_export()
+  parent, name = os.path.split(export_dir)
+  os.makedirs(parent, exist_ok=True)
+  staging_dir = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
+  try:
+    tf.saved_model.save(preprocessor, staging_dir)
+    os.rename(staging_dir, export_dir)
+  finally:
+    # Only left behind when saving or renaming failed.
+    if os.path.exists(staging_dir):
+      tf.io.gfile.rmtree(staging_dir)
+  return export_dir

@@ -1,0 +1,72 @@
+"""Tests for per-task SavedModel export."""
+
+import os
+
+import tensorflow as tf
+import tensorflow_hub as hub
+
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import task_export
+from keras_adapters.hub import testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+
+_SEQ_LENGTH = 12
+
+
+class TaskExportTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_export_test")
+    os.makedirs(root, exist_ok=True)
+    cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
+    cls.preprocessor = preprocessing.BertPreprocessor(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
+        default_seq_length=_SEQ_LENGTH)
+
+  def _expected(self, model, *texts):
+    inputs = self.preprocessor.bert_pack_inputs(
+        [self.preprocessor.tokenize(tf.constant(t)) for t in texts], _SEQ_LENGTH)
+    return model(inputs, training=False)
+
+  def test_single_text_task_serves_probabilities(self):
+    """Raw strings in, the Keras model's softmax out, through both serving entry points,
+    after the vocab file the preprocessing came from is gone (the export is self-contained)."""
+    root = self.create_tempdir().full_path
+    preprocessor = preprocessing.BertPreprocessor(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), default_seq_length=8)
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 3)
+    path = task_export.export_task(model, preprocessor, root + "/task",
+                                   seq_length=_SEQ_LENGTH, label_names=["neg", "neu", "pos"])
+    os.remove(os.path.join(root, "vocab.txt"))
+    texts = ["w1 w2 w3", "w4 W5 unknownword"]
+    expected = tf.nn.softmax(self._expected(model, texts))
+    loaded = tf.saved_model.load(path)
+    served = loaded.signatures["serving_default"](text=tf.constant(texts))["probabilities"]
+    self.assertAllClose(expected, served, atol=1e-6)
+    self.assertAllClose(expected, hub.KerasLayer(path)(tf.constant(texts))["probabilities"],
+                        atol=1e-6)
+    self.assertAllEqual(loaded.label_names, [b"neg", b"neu", b"pos"])
+
+  def test_pair_regression_task_serves_scores(self):
+    """Sentence pairs in, one score per pair out (STS-B style)."""
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 1)
+    path = task_export.export_task(
+        model, self.preprocessor, self.create_tempdir().full_path + "/task",
+        text_fields=("sentence1", "sentence2"), seq_length=_SEQ_LENGTH)
+    first, second = ["w1 w2", "w3"], ["w4", "w5 w6 w7"]
+    expected = self._expected(model, first, second)[:, 0]
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        sentence1=tf.constant(first), sentence2=tf.constant(second))["scores"]
+    self.assertAllClose(expected, served, atol=1e-6)
+
+  def test_three_text_fields_are_refused(self):
+    """A task has one or two text inputs."""
+    with self.assertRaisesRegex(ValueError, "one or two text fields"):
+      task_export.export_task(None, self.preprocessor, "/tmp/unused", text_fields=("a", "b", "c"))
+
+
+if __name__ == "__main__":
+  tf.test.main()
