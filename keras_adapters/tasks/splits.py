@@ -1,0 +1,390 @@
+"""Fixed, seeded, stratified train/validation/test splits and the manifests that record them.
+
+A split is made once, written to a JSON manifest and re-applied from it, so that every method
+is trained and scored on exactly the same examples. The manifest holds a fingerprint of the
+data it was made from; re-applying it to data that changed since is an error.
+"""
+
+import dataclasses
+import fractions as fractions_lib
+import hashlib
+import json
+import math
+import os
+import tempfile
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.tasks import text_classification
+
+TaskSpec = examples_lib.TaskSpec
+TextExamples = examples_lib.TextExamples
+
+SPLIT_NAMES = ("train", "validation", "test")
+DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
+_FORMAT_VERSION = 1
+_MANIFEST_KEYS = ("format_version", "task", "label_names", "seed", "fractions",
+                  "num_examples", "fingerprint", "class_counts", "ids")
+
+Splits = Tuple[TextExamples, TextExamples, TextExamples]
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitManifest:
+  """The record of one split of a task's examples.
+
+  Attributes:
+    task: Name of the task that was split.
+    label_names: The task's classes, in label-id order.
+    seed: Seed of the shuffle that assigned examples to splits.
+    fractions: Fractions of each class in the train, validation and test splits.
+    fingerprint: SHA-256 of the ids, texts and labels of all examples that were split.
+    ids: Example ids of each split, keyed by split name, in source order.
+    class_counts: Examples of each class in each split, keyed by split and class name.
+    path: The file the manifest was loaded from, if any; used in error messages only.
+  """
+  task: str
+  label_names: Tuple[str, ...]
+  seed: int
+  fractions: Tuple[float, float, float]
+  fingerprint: str
+  ids: Dict[str, Tuple[str, ...]]
+  class_counts: Dict[str, Dict[str, int]]
+  path: Optional[str] = dataclasses.field(default=None, compare=False)
+
+  @property
+  def num_examples(self) -> int:
+    return sum(len(ids) for ids in self.ids.values())
+
+
+def stratified_split(spec: TaskSpec, examples: TextExamples,
+                     fractions: Sequence[float] = DEFAULT_FRACTIONS, seed: int = 0) -> Splits:
+  """Splits examples into train, validation and test sets with the same class proportions.
+
+  Each class is shuffled with `seed` and cut by `fractions`, its examples rounded to whole
+  numbers by largest remainder, so every class is split in proportion. Each split keeps the
+  source order; shuffle when training.
+
+  Args:
+    spec: The task; names the classes in error messages.
+    examples: All labelled examples of the task, with unique ids.
+    fractions: Fractions of each class for the train, validation and test splits; they sum
+      to 1 and train's is above 0.
+    seed: Seed of the shuffle; the same seed and data give the same split.
+
+  Returns:
+    The train, validation and test examples.
+
+  Raises:
+    ValueError: Bad fractions, missing or out-of-range labels, repeated ids, or a class with
+      fewer than 2 examples.
+  """
+  return tuple(text_classification.select_examples(examples, indices)
+               for indices in _split_indices(spec, examples, fractions, seed))
+
+
+def make_split_manifest(spec: TaskSpec, examples: TextExamples,
+                        fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                        seed: int = 0) -> SplitManifest:
+  """Makes the split `stratified_split` makes and returns its record.
+
+  Args:
+    spec: The task.
+    examples: All labelled examples of the task, with unique ids.
+    fractions: Fractions of each class for the train, validation and test splits.
+    seed: Seed of the shuffle.
+
+  Returns:
+    The manifest; save it with `save_split_manifest`, apply it with `apply_split_manifest`.
+  """
+  parts = _split_indices(spec, examples, fractions, seed)
+  return SplitManifest(
+      task=spec.name,
+      label_names=tuple(spec.label_names),
+      seed=int(seed),
+      fractions=tuple(float(f) for f in fractions),
+      fingerprint=fingerprint(spec, examples),
+      ids={split: tuple(examples.ids[i] for i in indices)
+           for split, indices in zip(SPLIT_NAMES, parts)},
+      class_counts={
+          split: {name: int(np.sum(examples.labels[indices] == label))
+                  for label, name in enumerate(spec.label_names)}
+          for split, indices in zip(SPLIT_NAMES, parts)})
+
+
+def apply_split_manifest(manifest: SplitManifest, spec: TaskSpec,
+                         examples: TextExamples) -> Splits:
+  """Re-makes a recorded split from the same data.
+
+  Args:
+    manifest: The split, from `make_split_manifest` or `load_split_manifest`.
+    spec: The task.
+    examples: All labelled examples of the task, as they were when the split was made.
+
+  Returns:
+    The train, validation and test examples, each in the manifest's order.
+
+  Raises:
+    ValueError: The examples are not the ones the manifest was made from.
+  """
+  actual = fingerprint(spec, examples)
+  if actual != manifest.fingerprint:
+    source = f"split manifest {manifest.path}" if manifest.path else "the split manifest"
+    raise ValueError(
+        f"The examples of task {spec.name!r} are not the ones {source} was made from: their "
+        f"fingerprint is {actual}, the manifest's {manifest.fingerprint}. "
+        f"{_describe_mismatch(manifest, spec, examples)} Every method must be scored on the "
+        "same examples: restore the data the manifest was made from, or make a new manifest "
+        "and re-run every method on it.")
+  position = {example_id: i for i, example_id in enumerate(examples.ids)}
+  return tuple(
+      text_classification.select_examples(examples, [position[i] for i in manifest.ids[split]])
+      for split in SPLIT_NAMES)
+
+
+def split_with_manifest(path: str, spec: TaskSpec, examples: TextExamples,
+                        fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                        seed: int = 0) -> Splits:
+  """Applies the manifest at `path`, first making and saving it if there is none.
+
+  This is the one call experiments need: the first run fixes the split, later runs and other
+  methods reuse it.
+
+  Args:
+    path: The manifest's JSON file.
+    spec: The task.
+    examples: All labelled examples of the task.
+    fractions: Fractions of each class for the train, validation and test splits; must
+      match the manifest's if it exists.
+    seed: Seed of the shuffle; must match the manifest's if it exists.
+
+  Returns:
+    The train, validation and test examples.
+
+  Raises:
+    ValueError: The manifest records another seed or other fractions, or other examples.
+  """
+  if not os.path.exists(path):
+    manifest = make_split_manifest(spec, examples, fractions, seed)
+    save_split_manifest(path, manifest)
+  else:
+    manifest = load_split_manifest(path)
+    if manifest.seed != seed or (
+        _check_fractions(manifest.fractions) != _check_fractions(fractions)):
+      raise ValueError(
+          f"Split manifest {path} was made with seed {manifest.seed} and fractions "
+          f"{list(manifest.fractions)}, not seed {seed} and fractions {list(fractions)}. Pass "
+          "the recorded values to reuse the split, or delete the manifest to make a new one "
+          "(and re-run every method on it).")
+  return apply_split_manifest(manifest, spec, examples)
+
+
+def fingerprint(spec: TaskSpec, examples: TextExamples) -> str:
+  """SHA-256 of the examples' ids, texts and label names, independent of their order.
+
+  Labels enter by name, so a manifest still applies after `label_names` are re-ordered.
+
+  Args:
+    spec: The task; gives the label names.
+    examples: Labelled examples with unique ids.
+
+  Returns:
+    `"sha256:"` followed by the hex digest.
+  """
+  _check_examples(spec, examples)
+  names = [spec.label_names[label] for label in examples.labels.tolist()]
+  order = sorted(range(len(examples)), key=lambda i: examples.ids[i])
+  records = [[examples.ids[i], [field[i] for field in examples.texts], names[i]]
+             for i in order]
+  # JSON keeps the boundaries between ids, texts and labels unambiguous; ASCII escapes make
+  # the bytes independent of any text encoding.
+  digest = hashlib.sha256(json.dumps(records).encode("ascii"))
+  return "sha256:" + digest.hexdigest()
+
+
+def save_split_manifest(path: str, manifest: SplitManifest) -> None:
+  """Writes `manifest` to `path` as JSON, atomically: a crash leaves the old file or none.
+
+  Args:
+    path: The JSON file; its folder is created if needed.
+    manifest: The split to record.
+  """
+  record = {
+      "format_version": _FORMAT_VERSION,
+      "task": manifest.task,
+      "label_names": list(manifest.label_names),
+      "seed": manifest.seed,
+      "fractions": dict(zip(SPLIT_NAMES, manifest.fractions)),
+      "num_examples": manifest.num_examples,
+      "fingerprint": manifest.fingerprint,
+      "class_counts": manifest.class_counts,
+      "ids": {split: list(manifest.ids[split]) for split in SPLIT_NAMES},
+  }
+  folder = os.path.dirname(os.path.abspath(path))
+  os.makedirs(folder, exist_ok=True)
+  handle, temp_path = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
+                                       suffix=".tmp")
+  try:
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+      json.dump(record, f, ensure_ascii=False, indent=1)
+      f.write("\n")
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(temp_path, path)
+  except BaseException:
+    os.unlink(temp_path)
+    raise
+
+
+def load_split_manifest(path: str) -> SplitManifest:
+  """Reads a manifest written by `save_split_manifest`.
+
+  Args:
+    path: The JSON file.
+
+  Returns:
+    The manifest.
+
+  Raises:
+    FileNotFoundError: There is no file at `path`.
+    ValueError: The file is not a valid split manifest.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(
+        f"Split manifest {path} does not exist; make one with make_split_manifest and "
+        "save_split_manifest, or call split_with_manifest.")
+  with open(path, encoding="utf-8") as f:
+    try:
+      record = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(
+          f"Split manifest {path}, line {e.lineno}, column {e.colno}: not valid JSON "
+          f"({e.msg}). Restore it from where it was kept, or delete it to make a new split."
+      ) from e
+  _check_record(path, record)
+  return SplitManifest(
+      task=record["task"],
+      label_names=tuple(record["label_names"]),
+      seed=record["seed"],
+      fractions=tuple(record["fractions"][split] for split in SPLIT_NAMES),
+      fingerprint=record["fingerprint"],
+      ids={split: tuple(record["ids"][split]) for split in SPLIT_NAMES},
+      class_counts=record["class_counts"],
+      path=path)
+
+
+def _check_record(path: str, record) -> None:
+  """Checks a manifest's JSON is what `save_split_manifest` writes."""
+  missing = list(_MANIFEST_KEYS) if not isinstance(record, dict) else [
+      key for key in _MANIFEST_KEYS if key not in record]
+  missing += [f"{key}.{split}" for key in ("fractions", "ids") if key not in missing
+              for split in SPLIT_NAMES if split not in record[key]]
+  if missing:
+    raise ValueError(
+        f"Split manifest {path} lacks the keys {missing}; it was not written by "
+        "save_split_manifest. Restore it, or delete it to make a new split.")
+  if record["format_version"] != _FORMAT_VERSION:
+    raise ValueError(
+        f"Split manifest {path} has format version {record['format_version']}; this code "
+        f"reads version {_FORMAT_VERSION}. Use the code that wrote it.")
+  seen = set()
+  for split in SPLIT_NAMES:
+    repeated = seen.intersection(record["ids"][split])
+    if repeated:
+      raise ValueError(
+          f"Split manifest {path} puts ids {sorted(repeated)[:5]} in more than one split; "
+          "it was edited by hand. Restore it, or delete it to make a new split.")
+    seen.update(record["ids"][split])
+
+
+def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[float],
+                   seed: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Sorted example indices of the train, validation and test splits."""
+  _check_examples(spec, examples)
+  if not len(examples):
+    raise ValueError(f"Task {spec.name!r} has no examples to split.")
+  shares = _check_fractions(fractions)
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    raise ValueError(f"seed must be an integer, got {seed!r}.")
+  rng = np.random.default_rng(seed)
+  parts = ([], [], [])
+  for label in np.unique(examples.labels):
+    members = np.flatnonzero(examples.labels == label)
+    if len(members) < 2:
+      raise ValueError(
+          f"Class {spec.label_names[label]!r} of task {spec.name!r} has only 1 example (id "
+          f"{examples.ids[members[0]]!r}), too few to split stratified. Add examples of it, "
+          "or drop its example and the class from label_names.")
+    counts = _apportion(len(members), shares)
+    for part, chunk in zip(parts, np.split(rng.permutation(members), np.cumsum(counts)[:-1])):
+      part.append(chunk)
+  return tuple(np.sort(np.concatenate(part)) for part in parts)
+
+
+def _apportion(total: int, shares: Sequence[fractions_lib.Fraction]) -> Tuple[int, ...]:
+  """Whole counts in proportion to `shares` (summing to 1), by largest remainder."""
+  quotas = [total * share for share in shares]
+  counts = [math.floor(quota) for quota in quotas]
+  # Ties go to the earlier split, so the same data always gets the same counts.
+  by_remainder = sorted(range(len(shares)), key=lambda i: (counts[i] - quotas[i], i))
+  for i in by_remainder[:total - sum(counts)]:
+    counts[i] += 1
+  return tuple(counts)
+
+
+def _check_fractions(fractions: Sequence[float]) -> Tuple[fractions_lib.Fraction, ...]:
+  """Checks the split fractions; returns them as exact fractions that sum to 1."""
+  if len(fractions) != len(SPLIT_NAMES) or not all(
+      math.isfinite(f) and f >= 0 for f in fractions):
+    raise ValueError(
+        f"fractions must be 3 numbers >= 0 for {', '.join(SPLIT_NAMES)}; got "
+        f"{list(fractions)}.")
+  if not math.isclose(sum(fractions), 1.0, abs_tol=1e-6) or fractions[0] == 0:
+    raise ValueError(
+        f"fractions {list(fractions)} must sum to 1 with a train fraction above 0, e.g. "
+        f"{list(DEFAULT_FRACTIONS)}.")
+  # Exact decimals (0.1 is 1/10, not the float nearest to it) so that 10 examples cut by
+  # 0.8/0.1/0.1 give exactly 8/1/1.
+  shares = [fractions_lib.Fraction(f).limit_denominator(10**6) for f in fractions]
+  return tuple(share / sum(shares) for share in shares)
+
+
+def _check_examples(spec: TaskSpec, examples: TextExamples) -> None:
+  """Checks the examples carry in-range class labels and unique ids."""
+  if spec.is_regression or examples.labels is None:
+    raise ValueError(
+        f"Task {spec.name!r} has no class labels; stratified splits and manifests need "
+        "labelled classification examples.")
+  labels = np.asarray(examples.labels)
+  if not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(f"Labels of task {spec.name!r} must be integer class ids; got dtype "
+                     f"{labels.dtype}.")
+  out_of_range = labels[(labels < 0) | (labels >= spec.num_classes)]
+  if out_of_range.size:
+    raise ValueError(
+        f"Labels of task {spec.name!r} must be class ids in [0, {spec.num_classes}) for "
+        f"label_names {list(spec.label_names)}; got {out_of_range[0]}.")
+  if len(set(examples.ids)) < len(examples.ids):
+    seen = set()
+    repeated = [i for i in examples.ids if i in seen or seen.add(i)]
+    raise ValueError(
+        f"Example ids of task {spec.name!r} repeat, e.g. {repeated[:5]}; splits are recorded "
+        "by id, so give every example its own id.")
+
+
+def _describe_mismatch(manifest: SplitManifest, spec: TaskSpec,
+                       examples: TextExamples) -> str:
+  """Says how the examples differ from those a manifest was made from."""
+  recorded = set().union(*manifest.ids.values())
+  current = set(examples.ids)
+  if recorded != current:
+    gone = sorted(recorded - current)
+    new = sorted(current - recorded)
+    return (f"{len(gone)} of its ids are gone (e.g. {gone[:3]}) and {len(new)} ids are new "
+            f"(e.g. {new[:3]}).")
+  if set(manifest.label_names) != set(spec.label_names):
+    return (f"The label names changed from {list(manifest.label_names)} to "
+            f"{list(spec.label_names)}.")
+  return "The ids are the same, but texts or labels of some examples changed."

@@ -1,0 +1,199 @@
+"""Tests for reading labelled text-classification sources."""
+
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+
+from keras_adapters.tasks import splits
+from keras_adapters.tasks import text_classification
+
+read = text_classification.read_text_classification
+
+
+def _write(path, content, encoding="utf-8"):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding=encoding, newline="") as f:
+    f.write(content)
+  return str(path)
+
+
+def _write_jsonl(path, records):
+  return _write(path, "".join(json.dumps(record) + "\n" for record in records))
+
+
+def test_reads_csv_with_named_columns_and_quoted_fields(tmp_path):
+  path = _write(tmp_path / "reviews.csv",
+                'stars,review\r\npos,"good, really"\r\nneg,"bad\r\nand ""sad"""\r\npos,fine\r\n')
+  spec, examples = read(path, text_column="review", label_column="stars")
+  assert spec.name == "reviews"
+  assert tuple(spec.text_fields) == ("review",)
+  assert tuple(spec.label_names) == ("neg", "pos")
+  assert list(examples.ids) == ["1", "2", "3"]
+  assert list(examples.texts[0]) == ["good, really", 'bad\r\nand "sad"', "fine"]
+  assert examples.labels.dtype == np.int32
+  np.testing.assert_array_equal(examples.labels, [1, 0, 1])
+
+
+def test_tsv_keeps_quotes_as_text(tmp_path):
+  path = _write(tmp_path / "sst.tsv", 'sentence\tlabel\n"quoted" start\t1\nplain\t0\n')
+  spec, examples = read(path, text_column="sentence", name="sst")
+  assert spec.name == "sst"
+  assert list(examples.texts[0]) == ['"quoted" start', "plain"]
+  np.testing.assert_array_equal(examples.labels, [1, 0])
+
+
+def test_jsonl_integer_labels_sort_numerically_and_ids_are_lines(tmp_path):
+  path = _write_jsonl(tmp_path / "topics.jsonl", [
+      {"body": "a", "topic": 10}, {"body": "b", "topic": 2}, {"body": "c", "topic": 9}])
+  with open(path, "a", encoding="utf-8") as f:
+    f.write("\n" + json.dumps({"body": "d", "topic": 2}) + "\n")
+  spec, examples = read(path, text_column="body", label_column="topic")
+  assert tuple(spec.label_names) == ("2", "9", "10")
+  assert list(examples.ids) == ["1", "2", "3", "5"]
+  np.testing.assert_array_equal(examples.labels, [2, 0, 1, 0])
+
+
+def test_class_folders_sorted_by_name_with_path_ids(tmp_path):
+  root = tmp_path / "news"
+  # Written out of order: labels must follow the names, not the filesystem.
+  _write(root / "tech" / "b.txt", "chips")
+  _write(root / "sport" / "2.txt", "goal")
+  _write(root / "sport" / "1.txt", "match")
+  _write(root / "arts" / "x.txt", "opera")
+  _write(root / "arts" / "notes.md", "not an example")
+  _write(root / "arts" / "._x.txt", "macOS resource fork")
+  spec, examples = read(str(root))
+  assert spec.name == "news"
+  assert tuple(spec.text_fields) == ("text",)
+  assert tuple(spec.label_names) == ("arts", "sport", "tech")
+  assert list(examples.ids) == ["arts/x.txt", "sport/1.txt", "sport/2.txt", "tech/b.txt"]
+  assert list(examples.texts[0]) == ["opera", "match", "goal", "chips"]
+  np.testing.assert_array_equal(examples.labels, [0, 1, 1, 2])
+
+
+def test_given_label_names_set_the_order(tmp_path):
+  path = _write(tmp_path / "d.csv", "text,label\nx,pos\ny,neg\n")
+  spec, examples = read(path, label_names=["pos", "neutral", "neg"])
+  assert tuple(spec.label_names) == ("pos", "neutral", "neg")
+  np.testing.assert_array_equal(examples.labels, [0, 2])
+
+
+def test_label_outside_given_set_names_label_row_and_set(tmp_path):
+  path = _write(tmp_path / "d.csv", "text,label\nx,pos\ny,meh\n")
+  with pytest.raises(ValueError, match=r"d\.csv, row 2 \(line 3\): label 'meh' is not one of "
+                     r"label_names \['neg', 'pos'\]"):
+    read(path, label_names=["neg", "pos"])
+
+
+@pytest.mark.parametrize("name", ["missing.csv", "missing_folder"])
+def test_missing_source(tmp_path, name):
+  with pytest.raises(FileNotFoundError, match=f"{name} does not exist"):
+    read(str(tmp_path / name))
+
+
+def test_missing_csv_column_lists_the_columns(tmp_path):
+  path = _write(tmp_path / "d.csv", "sentence,label\nx,a\n")
+  with pytest.raises(ValueError, match=r"no column 'text' \(text_column\); the columns are "
+                     r"\['sentence', 'label'\]"):
+    read(path)
+
+
+def test_missing_jsonl_key_lists_the_keys(tmp_path):
+  path = _write_jsonl(tmp_path / "d.jsonl", [{"text": "x", "label": "a"}, {"text": "y"}])
+  with pytest.raises(ValueError, match=r"d\.jsonl, line 2: no key 'label' \(label_column\); "
+                     r"this line has the keys \['text'\]"):
+    read(path)
+
+
+def test_empty_text_is_an_error_unless_dropped(tmp_path, caplog):
+  path = _write(tmp_path / "d.csv", "text,label\nx,a\n  ,b\ny,b\n")
+  with pytest.raises(ValueError, match=r"row 2 \(line 3\): the text is empty.*drop_empty=True"):
+    read(path)
+  with caplog.at_level(logging.INFO):
+    _, examples = read(path, drop_empty=True)
+  assert list(examples.ids) == ["1", "3"]
+  assert "Dropped 1 examples with empty texts" in caplog.text
+
+
+def test_non_utf8_bytes_name_the_line_and_suggest_latin1(tmp_path):
+  path = _write(tmp_path / "d.csv", "text,label\nfine,a\ncaf\u00e9,b\n", encoding="latin-1")
+  with pytest.raises(ValueError, match=r"d\.csv, line 3: bytes b'\\xe9' are not valid utf-8.*"
+                     r'encoding="latin-1"'):
+    read(path)
+  _, examples = read(path, encoding="latin-1")
+  assert examples.texts[0][1] == "caf\u00e9"
+
+
+def test_encoding_fallback_is_per_file(tmp_path):
+  root = tmp_path / "news"
+  _write(root / "a" / "1.txt", "\u00a35 in utf-8")
+  _write(root / "b" / "1.txt", "\u00a35 in latin-1", encoding="latin-1")
+  _, examples = read(str(root), encoding=("utf-8", "latin-1"))
+  assert list(examples.texts[0]) == ["\u00a35 in utf-8", "\u00a35 in latin-1"]
+
+
+def test_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+  path = _write(tmp_path / "d.csv", "\ufefftext,label\nx,a\n")
+  _, examples = read(path)
+  assert list(examples.texts[0]) == ["x"]
+
+
+def test_unknown_extension(tmp_path):
+  path = _write(tmp_path / "d.xlsx", "whatever")
+  with pytest.raises(ValueError, match=r"unknown file extension '\.xlsx'; supported are "
+                     r"\.csv, \.tsv, \.jsonl"):
+    read(path)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("text,label\nx,a,extra\n", r"row 1 \(line 2\): has 3 fields but the header has 2"),
+    ('text,label\n"unclosed,a\ny,b\n', r"line 3: not valid CSV"),
+])
+def test_malformed_csv(tmp_path, content, message):
+  with pytest.raises(ValueError, match=message):
+    read(_write(tmp_path / "d.csv", content))
+
+
+def test_invalid_json_line(tmp_path):
+  path = _write(tmp_path / "d.jsonl", '{"text": "x", "label": "a"}\n{"text": "y",\n')
+  with pytest.raises(ValueError, match=r"d\.jsonl, line 2, column \d+: not valid JSON"):
+    read(path)
+
+
+def test_class_folder_without_texts(tmp_path):
+  _write(tmp_path / "news" / "a" / "1.txt", "x")
+  os.makedirs(tmp_path / "news" / "b")
+  with pytest.raises(ValueError, match=r"b has no \.txt files"):
+    read(str(tmp_path / "news"))
+
+
+def test_deduplicate_keeps_first_copy_and_reports_count(tmp_path, caplog):
+  path = _write(tmp_path / "d.csv", "text,label\nx,a\ny,b\nx,b\nx,a\nz,a\n")
+  with caplog.at_level(logging.INFO):
+    _, examples = read(path, deduplicate=True)
+  assert list(examples.ids) == ["1", "2", "5"]
+  np.testing.assert_array_equal(examples.labels, [0, 1, 0])
+  assert ("Dropped 2 exact duplicate texts" in caplog.text
+          and "1 labelled differently" in caplog.text and "3 examples left" in caplog.text)
+  _, examples = read(path)
+  assert len(examples) == 5
+
+
+def test_single_example_class_cannot_be_split_stratified(tmp_path):
+  path = _write(tmp_path / "d.csv", "text,label\n" + "".join(
+      f"t{i},common\n" for i in range(9)) + "lonely,rare\n")
+  spec, examples = read(path)
+  with pytest.raises(ValueError, match=r"Class 'rare' of task 'd' has only 1 example \(id "
+                     r"'10'\), too few to split stratified"):
+    splits.stratified_split(spec, examples)
+
+
+def test_select_examples_keeps_ids_texts_and_labels_together(tmp_path):
+  _, examples = read(_write(tmp_path / "d.csv", "text,label\nx,a\ny,b\nz,c\n"))
+  subset = text_classification.select_examples(examples, [2, 0])
+  assert list(subset.ids) == ["3", "1"]
+  assert list(subset.texts[0]) == ["z", "x"]
+  np.testing.assert_array_equal(subset.labels, [2, 0])

@@ -1,0 +1,432 @@
+"""A custom training loop for any Keras model under a `tf.distribute` strategy.
+
+In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
+
+* one `tf.function` step runs `strategy.run` on a batch of
+  `strategy.experimental_distribute_dataset`, averages the per-example losses over the global
+  batch (`tf.nn.compute_average_loss`) and differentiates with respect to
+  `model.trainable_variables` only, so frozen variables get no gradient and are never written;
+* the model, optimiser, step and data position are checkpointed every
+  `checkpoint_every_steps` and at the end. Rerunning the same training after the process died
+  resumes from the last checkpoint and continues the data order where it left off (the order
+  of epoch `e` is a function of `(seed, e)`, consumed batches are skipped), so it ends with the
+  weights an uninterrupted run would have, provided the model has no random ops in training
+  (dropout masks after a resume differ from the uninterrupted run's). A finished run leaves a
+  completion marker and is not trained again;
+* a NaN or infinite loss or gradient stops the run with `TrainingDivergedError` before
+  anything more is saved, so the last checkpoint is a good one;
+* progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`.
+
+Training with `multi_worker_mirrored` on several workers is not supported: every worker would
+write the same `model_dir`.
+"""
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+import time
+from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.training import optimization
+from keras_adapters.utils import atomic_io
+
+# `model_dir` layout: checkpoints `ckpt-<step>`, the completion marker, TensorBoard summaries.
+CHECKPOINT_NAME = "ckpt"
+COMPLETION_MARKER = "training_complete.json"
+SUMMARIES_DIR = "summaries"
+
+# A dataset of `(features, labels)` batches at the global batch size, or a function from an
+# epoch's shuffle seed to such a dataset.
+TrainData = Union[tf.data.Dataset, Callable[[int], tf.data.Dataset]]
+LossFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+EvalFn = Callable[[keras.Model], Mapping[str, float]]
+
+
+class TrainingDivergedError(RuntimeError):
+  """The training loss or gradient became NaN or infinite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+  """What a training run did.
+
+  Attributes:
+    step: The last step trained, `num_train_steps` once the run is finished.
+    loss: Loss of the last step trained by the call that finished the run; `None` if that call
+      found the final checkpoint already written and trained no step.
+    wall_time_s: Seconds the training loop of that call took (steps, checkpoints, evaluations;
+      not building the model or restoring it).
+    steps_per_sec: Steps of that call per second of `wall_time_s`.
+    examples_per_sec: Training examples of that call per second of `wall_time_s`.
+    start_step: The step that call started from: 0, or the step of the checkpoint it resumed.
+    checkpoint_path: The final checkpoint. To get the trained model in another process,
+      `tf.train.Checkpoint(model=model_fn()).read(checkpoint_path).expect_partial()`.
+    eval_metrics: What `eval_fn` returned at the end, `{}` without one.
+  """
+  step: int
+  loss: Optional[float]
+  wall_time_s: float
+  steps_per_sec: float
+  examples_per_sec: float
+  start_step: int
+  checkpoint_path: str
+  eval_metrics: Dict[str, float]
+
+
+class Trainer:
+  """Trains a Keras model with the paper's optimiser, with checkpoints, resumption and logs.
+
+  Attributes:
+    model: The model of the last `train()` call: trained, or as it was when training
+      diverged; `None` before, or when that call found the run already finished.
+
+  Example:
+    ```
+    strategy = distribution.get_strategy("mirrored")
+    trainer = Trainer(model_fn, loss_fn, dataset_fn, num_train_steps=10000,
+                      learning_rate=1e-4, model_dir="/tmp/run", strategy=strategy)
+    result = trainer.train()  # Rerun after a crash: it resumes; after success: no-op.
+    ```
+  """
+
+  def __init__(self,
+               model_fn: Callable[[], keras.Model],
+               loss_fn: LossFn,
+               train_data: TrainData,
+               *,
+               num_train_steps: int,
+               learning_rate: float,
+               model_dir: str,
+               warmup_fraction: float = 0.1,
+               weight_decay: float = 0.0,
+               strategy: Optional[tf.distribute.Strategy] = None,
+               checkpoint_every_steps: int = 1000,
+               max_checkpoints_to_keep: int = 3,
+               seed: int = 0,
+               eval_fn: Optional[EvalFn] = None,
+               eval_every_steps: Optional[int] = None,
+               log_every_steps: int = 100,
+               progress_bar: bool = True,
+               deterministic: bool = False):
+    """Initialises the trainer; nothing is built before `train()`.
+
+    Args:
+      model_fn: Builds and returns the model, already built (its variables exist). Called
+        under `strategy.scope()`, after the random seed is set.
+      loss_fn: `loss_fn(labels, outputs)` returns one loss per example, shape `[batch]` (for
+        a Keras loss, use `reduction=keras.losses.Reduction.NONE`).
+      train_data: `(features, labels)` batches at the global batch size: either a finite
+        `tf.data.Dataset` that is iterated once per epoch (then it must give the same order
+        on every pass for resumption to continue exactly), or a function
+        `train_data(shuffle_seed)` returning one epoch, its order a function of the seed;
+        the trainer derives that seed from `(seed, epoch)`. An infinite dataset is one epoch.
+      num_train_steps: Number of optimiser steps of the whole run.
+      learning_rate: Peak learning rate, see `optimization.create_optimizer`.
+      model_dir: Directory of the checkpoints, the completion marker and the summaries; one
+        per run.
+      warmup_fraction: Fraction of the steps spent warming the learning rate up.
+      weight_decay: Decoupled weight decay (AdamW); 0 for Adam.
+      strategy: Distribution strategy; `None` for the current one (the default strategy
+        outside any scope).
+      checkpoint_every_steps: Checkpoint interval; a crash loses at most this many steps.
+      max_checkpoints_to_keep: How many of the latest checkpoints stay on disk.
+      seed: Seeds Python, NumPy and TensorFlow (`keras.utils.set_random_seed`, process-global)
+        before the model is built, and the per-epoch data order.
+      eval_fn: `eval_fn(model)` returns metrics (name to float), logged to TensorBoard and
+        returned in the result; called every `eval_every_steps` and at the end.
+      eval_every_steps: Evaluation interval; `None` evaluates only at the end.
+      log_every_steps: Interval of the TensorBoard scalars (mean loss over the interval,
+        learning rate) and of the loss shown on the progress bar.
+      progress_bar: Whether to show a `keras.utils.Progbar`.
+      deterministic: Whether to call `tf.config.experimental.enable_op_determinism()`. It is
+        process-global and stays on after training: ops without a deterministic kernel then
+        raise, and some GPU kernels get slower. Not needed on CPU for dense models, whose
+        kernels are deterministic already.
+
+    Raises:
+      TypeError: If a callable or the training data has the wrong type.
+      ValueError: If a number is out of its range.
+    """
+    for name, value in (("model_fn", model_fn), ("loss_fn", loss_fn)):
+      if not callable(value):
+        raise TypeError(f"{name} must be callable, got {value!r}.")
+    if not (isinstance(train_data, tf.data.Dataset) or callable(train_data)):
+      raise TypeError("train_data must be a tf.data.Dataset or a function from a shuffle "
+                      f"seed to one, got {train_data!r}.")
+    if eval_fn is not None and not callable(eval_fn):
+      raise TypeError(f"eval_fn must be callable or None, got {eval_fn!r}.")
+    if eval_every_steps is not None and eval_fn is None:
+      raise ValueError("eval_every_steps is set but eval_fn is None: pass an eval_fn.")
+    counts = {"num_train_steps": num_train_steps,
+              "checkpoint_every_steps": checkpoint_every_steps,
+              "max_checkpoints_to_keep": max_checkpoints_to_keep,
+              "log_every_steps": log_every_steps}
+    if eval_every_steps is not None:
+      counts["eval_every_steps"] = eval_every_steps
+    for name, value in counts.items():
+      if not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if not isinstance(seed, numbers.Integral) or seed < 0:
+      raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+    if not model_dir:
+      raise ValueError("model_dir must be a non-empty path.")
+    self._model_fn = model_fn
+    self._loss_fn = loss_fn
+    self._train_data = train_data
+    # Plain ints: NumPy integers would not go into the JSON of the completion marker.
+    self._num_train_steps = int(num_train_steps)
+    self._optimizer_args = dict(learning_rate=learning_rate, num_train_steps=int(num_train_steps),
+                                warmup_fraction=warmup_fraction, weight_decay=weight_decay)
+    self._model_dir = model_dir
+    self._strategy = strategy or tf.distribute.get_strategy()
+    self._checkpoint_every_steps = int(checkpoint_every_steps)
+    self._max_checkpoints_to_keep = int(max_checkpoints_to_keep)
+    self._seed = int(seed)
+    self._eval_fn = eval_fn
+    self._eval_every_steps = None if eval_every_steps is None else int(eval_every_steps)
+    self._log_every_steps = int(log_every_steps)
+    self._progress_bar = progress_bar
+    self._deterministic = deterministic
+    self.model = None
+
+  def train(self) -> TrainResult:
+    """Trains to `num_train_steps`, resuming from the latest checkpoint in `model_dir`.
+
+    Sets `self.model` to the trained model, except when the run had already finished: then it
+    returns that run's result at once, building nothing, and `self.model` stays `None`.
+
+    Returns:
+      The `TrainResult`, also saved as the completion marker.
+
+    Raises:
+      TrainingDivergedError: If a loss or gradient is NaN or infinite.
+      ValueError: If the data or `loss_fn` output has the wrong form, or `model_dir` holds a
+        checkpoint of another model or one past `num_train_steps`.
+    """
+    finished = self._finished_result()
+    if finished is not None:
+      logging.info("Training in %s already finished at step %d: not training again.",
+                   self._model_dir, finished.step)
+      return finished
+    self._build()
+    start_step = self._restore()
+    try:
+      result = self._train_loop(start_step)
+    finally:
+      for writer in self._writers.values():
+        writer.close()
+    atomic_io.write_json(self._marker_path, dataclasses.asdict(result))
+    return result
+
+  @property
+  def _marker_path(self) -> str:
+    return os.path.join(self._model_dir, COMPLETION_MARKER)
+
+  def _finished_result(self) -> Optional[TrainResult]:
+    """The saved result if the marker and the final checkpoint say the run is finished."""
+    if not os.path.exists(self._marker_path):
+      return None
+    with open(self._marker_path, encoding="utf-8") as f:
+      result = TrainResult(**json.load(f))
+    latest = tf.train.latest_checkpoint(self._model_dir)
+    # The marker is written after the final checkpoint; it only counts while that checkpoint
+    # is the latest one and the run asks for the same number of steps.
+    if (result.step != self._num_train_steps or latest is None or
+        os.path.basename(latest) != os.path.basename(result.checkpoint_path)):
+      return None
+    return dataclasses.replace(result, checkpoint_path=latest)
+
+  def _build(self):
+    """Builds the model, optimiser, checkpoint, step function and summary writers."""
+    keras.utils.set_random_seed(self._seed)
+    if self._deterministic:
+      tf.config.experimental.enable_op_determinism()
+    with self._strategy.scope():
+      model = self._model_fn()
+      if not isinstance(model, keras.Model):
+        raise TypeError(f"model_fn must return a keras.Model, got {type(model).__name__}.")
+      if not model.built:
+        raise ValueError("model_fn returned an unbuilt model: build it (keras.Input, or call "
+                         "it once on a batch) so that its variables exist.")
+      if not model.trainable_variables:
+        raise ValueError("The model has no trainable variables: nothing to train.")
+      optimizer = optimization.create_optimizer(**self._optimizer_args)
+      # Built now so that a restore fills the slots at once and checks they match.
+      optimizer.build(model.trainable_variables)
+    self.model = model
+    self._optimizer = optimizer
+    # Completed steps, and where the data stands: the epoch and the batches consumed in it.
+    self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    self._batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="batch_in_epoch")
+    self._checkpoint = tf.train.Checkpoint(
+        model=model, optimizer=optimizer, step=self._step, epoch=self._epoch,
+        batch_in_epoch=self._batch_in_epoch)
+    self._manager = tf.train.CheckpointManager(
+        self._checkpoint, self._model_dir, max_to_keep=self._max_checkpoints_to_keep,
+        checkpoint_name=CHECKPOINT_NAME)
+    self._train_step = tf.function(self._distributed_step)
+    self._writers = {
+        kind: tf.summary.create_file_writer(os.path.join(self._model_dir, SUMMARIES_DIR, kind))
+        for kind in ("train", "eval")}
+
+  def _restore(self) -> int:
+    """Restores the latest checkpoint, if any; returns its step (0 without one)."""
+    latest = self._manager.latest_checkpoint
+    if latest is None:
+      return 0
+    try:
+      self._checkpoint.restore(latest).assert_existing_objects_matched()
+    except (AssertionError, ValueError) as e:
+      raise ValueError(f"The checkpoint {latest} does not match this model and optimiser "
+                       f"({e}). Use a fresh model_dir for a different model.") from e
+    step = int(self._step.numpy())
+    if step > self._num_train_steps:
+      raise ValueError(f"{latest} is at step {step}, past num_train_steps="
+                       f"{self._num_train_steps}: use a fresh model_dir.")
+    logging.info("Resuming from %s at step %d.", latest, step)
+    return step
+
+  def _epoch_dataset(self, epoch: int) -> tf.data.Dataset:
+    """The training data of `epoch`, checked to be `(features, labels)` pairs."""
+    if isinstance(self._train_data, tf.data.Dataset):
+      dataset = self._train_data
+    else:
+      dataset = self._train_data(_epoch_seed(self._seed, epoch))
+      if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"train_data(seed) must return a tf.data.Dataset, got "
+                        f"{type(dataset).__name__}.")
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+      raise ValueError("The training data must give (features, labels) pairs, got elements "
+                       f"{spec}: map them to a 2-tuple.")
+    return dataset
+
+  def _batches(self, epoch: int, consumed: int) -> Iterator[Tuple[int, int, tuple]]:
+    """Yields `(epoch, batches consumed in it, distributed batch)`, epoch after epoch."""
+    while True:
+      dataset = self._epoch_dataset(epoch).skip(consumed)
+      for batch in self._strategy.experimental_distribute_dataset(dataset):
+        consumed += 1
+        yield epoch, consumed, batch
+      if consumed == 0:
+        raise ValueError(f"Epoch {epoch} of the training data has no batch: check the data "
+                         "(a batch size larger than the data with drop_remainder=True?).")
+      epoch, consumed = epoch + 1, 0
+
+  def _distributed_step(self, batch: tuple) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One training step.
+
+    Args:
+      batch: `(features, labels)`, distributed.
+
+    Returns:
+      The loss averaged over the global batch; the sum of the replicas' gradient norms, only
+      meant to be checked for being finite; the number of examples in the global batch.
+    """
+    loss, grad_norm, num_examples = self._strategy.run(self._replica_step, args=batch)
+    sum_ = tf.distribute.ReduceOp.SUM
+    return (self._strategy.reduce(sum_, loss, axis=None),
+            self._strategy.reduce(sum_, grad_norm, axis=None),
+            self._strategy.experimental_local_results(num_examples)[0])
+
+  def _replica_step(self, features, labels) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The step on one replica's share of the batch."""
+    variables = self.model.trainable_variables
+    # Watching only the trainable variables keeps the tape from recording the frozen ones.
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+      tape.watch(variables)
+      outputs = self.model(features, training=True)
+      per_example_loss = self._loss_fn(labels, outputs)
+      if per_example_loss.shape.rank == 0:
+        raise ValueError("loss_fn must return one loss per example (shape [batch]), got a "
+                         "scalar: use reduction=keras.losses.Reduction.NONE.")
+      # The global batch is counted rather than taken from a static shape, so that a short
+      # last batch, split unevenly over the replicas, is still averaged correctly. int32:
+      # TPUs cannot all-reduce int64.
+      num_examples = tf.distribute.get_replica_context().all_reduce(
+          tf.distribute.ReduceOp.SUM, tf.shape(per_example_loss)[0])
+      loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=num_examples)
+      if self.model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+    grads = tape.gradient(loss, variables)
+    self._optimizer.apply_gradients(zip(grads, variables))
+    return loss, tf.linalg.global_norm(grads), num_examples
+
+  def _train_loop(self, start_step: int) -> TrainResult:
+    """Trains from `start_step` to the end; saves, evaluates and logs on the way."""
+    num_steps = self._num_train_steps
+    progbar = keras.utils.Progbar(num_steps, verbose=int(self._progress_bar),
+                                  stateful_metrics=["loss", "learning_rate"])
+    progbar.update(start_step)
+    step, loss, num_examples, interval_losses = start_step, None, 0, []
+    start_time = time.perf_counter()
+    batches = self._batches(int(self._epoch.numpy()), int(self._batch_in_epoch.numpy()))
+    while step < num_steps:
+      epoch, consumed, batch = next(batches)
+      loss_t, grad_norm_t, examples_t = self._train_step(batch)
+      step += 1
+      loss, grads_finite = float(loss_t), math.isfinite(float(grad_norm_t))
+      if not (math.isfinite(loss) and grads_finite):
+        raise TrainingDivergedError(
+            f"Training diverged at step {step}: loss {loss}, gradients "
+            f"{'finite' if grads_finite else 'not finite'}. "
+            "Nothing was saved after it; the last good checkpoint, kept, is "
+            f"{self._manager.latest_checkpoint or 'none (none was saved yet)'}. Lower the "
+            f"learning rate (now {self._optimizer_args['learning_rate']}) and train again.")
+      num_examples += int(examples_t)
+      interval_losses.append(loss)
+      self._step.assign(step)
+      self._epoch.assign(epoch)
+      self._batch_in_epoch.assign(consumed)
+      logs = None
+      if step % self._log_every_steps == 0 or step == num_steps:
+        logs = [("loss", float(np.mean(interval_losses))),
+                ("learning_rate", float(self._optimizer.learning_rate.numpy()))]
+        self._write_summaries("train", dict(logs), step)
+        interval_losses = []
+      progbar.update(step, logs)
+      # The end is saved and evaluated once, below.
+      if step < num_steps and step % self._checkpoint_every_steps == 0:
+        self._save(step)
+      if step < num_steps and self._eval_every_steps and step % self._eval_every_steps == 0:
+        self._evaluate(step)
+    if start_step < num_steps:
+      self._save(num_steps)
+    eval_metrics = self._evaluate(num_steps) if self._eval_fn else {}
+    wall_time = time.perf_counter() - start_time
+    return TrainResult(
+        step=num_steps, loss=loss, wall_time_s=wall_time,
+        steps_per_sec=(num_steps - start_step) / wall_time,
+        examples_per_sec=num_examples / wall_time, start_step=start_step,
+        checkpoint_path=self._manager.latest_checkpoint, eval_metrics=eval_metrics)
+
+  def _save(self, step: int):
+    logging.info("Saved %s.", self._manager.save(checkpoint_number=step))
+
+  def _evaluate(self, step: int) -> Dict[str, float]:
+    metrics = {name: float(value) for name, value in self._eval_fn(self.model).items()}
+    self._write_summaries("eval", metrics, step)
+    logging.info("Step %d evaluation: %s", step, metrics)
+    return metrics
+
+  def _write_summaries(self, kind: str, scalars: Mapping[str, float], step: int):
+    with self._writers[kind].as_default():
+      for name, value in scalars.items():
+        tf.summary.scalar(name, value, step=step)
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+  """The shuffle seed of `epoch` of the run seeded with `seed`.
+
+  Mixed from both, so that runs with nearby seeds do not share epochs as `seed + epoch` would.
+  """
+  return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])

