@@ -273,7 +273,8 @@ class Trainer:
     self._manager = tf.train.CheckpointManager(
         self._checkpoint, self._model_dir, max_to_keep=self._max_checkpoints_to_keep,
         checkpoint_name=CHECKPOINT_NAME)
-    self._train_step = tf.function(self._distributed_step)
+    # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
+    self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
     self._writers = {
         kind: tf.summary.create_file_writer(os.path.join(self._model_dir, SUMMARIES_DIR, kind))
         for kind in ("train", "eval")}

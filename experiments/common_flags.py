@@ -1,0 +1,49 @@
+"""Flags shared by the experiment scripts; each names a `RunConfig` field."""
+
+from absl import flags
+
+from keras_adapters.models import tuning
+from keras_adapters.training import distribution
+from keras_adapters.training import task_runner
+
+
+def define_run_flags(learning_rate=3e-4, epochs=3.0):
+  """Defines the model, optimisation and distribution flags of `task_runner.RunConfig`."""
+  flags.DEFINE_string("hub_handle", None,
+                      "TF Hub BERT encoder handle or local path; default: the embedded "
+                      "all-MiniLM-L6-v2 (keras_adapters.default_hub_handle()).")
+  flags.DEFINE_string("preprocess_handle", None,
+                      "Matching TF Hub preprocessing handle; default: the embedded one.")
+  flags.DEFINE_enum("tuning", "adapters", list(tuning.TUNING_POLICIES),
+                    "What trains: adapters (+LayerNorms, the paper), layer_norm, top_k, full.")
+  flags.DEFINE_integer("top_k", None, "Top layers to train with --tuning=top_k.")
+  flags.DEFINE_integer("adapter_size", 64, "Adapter bottleneck size m.")
+  flags.DEFINE_float("adapter_init_stddev", 1e-2, "Std of the adapters' initial weights.")
+  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (Adam).")
+  flags.DEFINE_float("epochs", epochs, "Training epochs (fractions allowed).")
+  flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after packing.")
+  flags.DEFINE_integer("seed", 0, "Random seed (weights of new layers, data order).")
+  flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (AdamW); 0 = Adam.")
+  flags.DEFINE_integer("checkpoint_every_steps", 200, "Checkpoint interval in steps.")
+  flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
+                    "tf.distribute strategy.")
+  flags.DEFINE_string("tpu", None, "TPU name or address ('local' for a TPU VM).")
+
+
+def run_config_from_flags(**overrides):
+  """A `RunConfig` from the flags, with the embedded default model where none is named."""
+  # Imported here: resolving the default converts the base model on first use.
+  from keras_adapters.hub import default_model  # pylint: disable=g-import-not-at-top
+  values = flags.FLAGS
+  config = dict(
+      hub_handle=values.hub_handle or default_model.default_hub_handle(),
+      preprocess_handle=values.preprocess_handle or default_model.default_preprocess_handle(),
+      tuning=values.tuning, top_k=values.top_k, adapter_size=values.adapter_size,
+      adapter_init_stddev=values.adapter_init_stddev, learning_rate=values.learning_rate,
+      epochs=values.epochs, batch_size=values.batch_size, max_seq_length=values.max_seq_length,
+      seed=values.seed, weight_decay=values.weight_decay,
+      checkpoint_every_steps=values.checkpoint_every_steps, strategy=values.strategy,
+      tpu=values.tpu)
+  config.update(overrides)
+  return task_runner.RunConfig(**config)

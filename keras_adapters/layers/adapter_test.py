@@ -1,0 +1,158 @@
+"""Tests for the Houlsby bottleneck adapter."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import adapter as adapter_lib
+
+
+def _inputs(shape=(2, 5, 16), seed=0):
+  return tf.constant(np.random.RandomState(seed).normal(size=shape), tf.float32)
+
+
+class AdapterTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(1234)
+
+  @parameterized.named_parameters(
+      ("rank3", (2, 5, 16)),
+      ("rank2", (3, 8)),
+  )
+  def test_output_shape_equals_input_shape(self, shape):
+    """The adapter maps [..., d] to [..., d] whatever the leading dimensions."""
+    adapter = adapter_lib.Adapter(bottleneck_size=4)
+    outputs = adapter(_inputs(shape))
+    self.assertEqual(outputs.shape, tf.TensorShape(shape))
+
+  @parameterized.named_parameters(
+      ("d16_m4", 16, 4, 148),
+      ("d768_m64", 768, 64, 99_136),
+      ("d8_m1", 8, 1, 25),
+  )
+  def test_parameter_count_is_2md_plus_d_plus_m(self, d, m, expected):
+    """A d-wide adapter with bottleneck m holds 2md + d + m parameters, in four variables."""
+    adapter = adapter_lib.Adapter(bottleneck_size=m)
+    adapter(tf.zeros([1, 2, d]))
+    self.assertEqual(2 * m * d + d + m, expected)
+    self.assertEqual(adapter.count_params(), expected)
+    self.assertLen(adapter.weights, 4)
+    self.assertLen(adapter.trainable_weights, 4)
+
+  def test_zero_init_stddev_is_exact_identity(self):
+    """With init_stddev=0 every weight is zero and the output is exactly the input."""
+    adapter = adapter_lib.Adapter(bottleneck_size=4, init_stddev=0.0)
+    x = _inputs()
+    outputs = adapter(x)
+    for weight in adapter.weights:
+      self.assertAllEqual(weight, tf.zeros_like(weight))
+    self.assertAllEqual(outputs, x)
+
+  def test_default_init_is_truncated_normal_with_zero_biases(self):
+    """Kernels are N(0, 1e-2) truncated at 2 sigma; both biases start at zero."""
+    adapter = adapter_lib.Adapter(bottleneck_size=64)
+    adapter(tf.zeros([1, 1, 256]))
+    for dense in (adapter.down_project, adapter.up_project):
+      kernel = dense.kernel.numpy()
+      self.assertLessEqual(np.abs(kernel).max(), 0.02 + 1e-7)
+      self.assertGreater(np.abs(kernel).max(), 0.0)
+      # A normal truncated at +-2 sigma has std ~0.88 sigma.
+      self.assertAllClose(kernel.std(), 0.0088, atol=0.0015)
+      self.assertAllClose(kernel.mean(), 0.0, atol=1e-3)
+      self.assertAllEqual(dense.bias, tf.zeros_like(dense.bias))
+
+  def test_projections_get_different_draws(self):
+    """Down and up projections are initialised independently, not with one shared draw."""
+    adapter = adapter_lib.Adapter(bottleneck_size=16)
+    adapter(tf.zeros([1, 1, 16]))
+    down = adapter.down_project.kernel.numpy()
+    up = adapter.up_project.kernel.numpy()
+    self.assertFalse(np.allclose(down, up.T))
+    self.assertFalse(np.allclose(down, up))
+
+  def test_default_init_is_near_identity(self):
+    """A freshly initialised adapter changes unit-scale inputs only by a tiny amount."""
+    adapter = adapter_lib.Adapter(bottleneck_size=8)
+    x = _inputs((4, 6, 32))
+    delta = np.abs(adapter(x).numpy() - x.numpy())
+    self.assertLess(delta.max(), 0.05)
+    self.assertGreater(delta.max(), 0.0)
+
+  def test_computes_skip_plus_bottleneck(self):
+    """The output is h + W_up f(W_down h + b_down) + b_up, computed here by hand."""
+    adapter = adapter_lib.Adapter(bottleneck_size=3, activation="relu", init_stddev=0.5)
+    x = _inputs((2, 4, 6))
+    adapter(x)
+    rng = np.random.RandomState(3)
+    adapter.down_project.bias.assign(rng.normal(size=[3]))
+    adapter.up_project.bias.assign(rng.normal(size=[6]))
+    w_down, b_down, w_up, b_up = (v.numpy() for v in (
+        adapter.down_project.kernel, adapter.down_project.bias,
+        adapter.up_project.kernel, adapter.up_project.bias))
+    expected = x.numpy() + np.maximum(x.numpy() @ w_down + b_down, 0.0) @ w_up + b_up
+    self.assertAllClose(adapter(x), expected, atol=1e-5)
+
+  def test_get_config_round_trip(self):
+    """from_config(get_config()) rebuilds an adapter with the same configuration."""
+    adapter = adapter_lib.Adapter(
+        bottleneck_size=7, activation="tanh", init_stddev=0.03, name="my_adapter")
+    config = adapter.get_config()
+    self.assertEqual(config["bottleneck_size"], 7)
+    self.assertEqual(config["activation"], "tanh")
+    self.assertEqual(config["init_stddev"], 0.03)
+    self.assertEqual(config["name"], "my_adapter")
+    rebuilt = adapter_lib.Adapter.from_config(config)
+    self.assertEqual(rebuilt.get_config(), config)
+
+  def test_keras_serialize_deserialize(self):
+    """The adapter is registered: keras.layers.deserialize(serialize(a)) gives an Adapter."""
+    adapter = adapter_lib.Adapter(bottleneck_size=5, activation="gelu", init_stddev=0.0)
+    serialized = keras.layers.serialize(adapter)
+    self.assertEqual(serialized["registered_name"], "keras_adapters>Adapter")
+    rebuilt = keras.layers.deserialize(serialized)
+    self.assertIsInstance(rebuilt, adapter_lib.Adapter)
+    self.assertEqual(rebuilt.get_config(), adapter.get_config())
+    x = _inputs()
+    self.assertAllEqual(rebuilt(x), x)
+
+  @parameterized.named_parameters(
+      ("gelu", "gelu"),
+      ("tanh", "tanh"),
+  )
+  def test_activation_is_configurable_and_changes_output(self, activation):
+    """The bottleneck nonlinearity is the one asked for and changes what the adapter computes."""
+    x = _inputs((2, 3, 8))
+    relu_adapter = adapter_lib.Adapter(bottleneck_size=4, init_stddev=0.5)
+    other_adapter = adapter_lib.Adapter(
+        bottleneck_size=4, activation=activation, init_stddev=0.5)
+    relu_adapter(x)
+    other_adapter(x)
+    other_adapter.set_weights(relu_adapter.get_weights())
+    w_down, b_down, w_up, b_up = relu_adapter.get_weights()
+    hidden = keras.activations.get(activation)(x.numpy() @ w_down + b_down).numpy()
+    self.assertAllClose(other_adapter(x), x.numpy() + hidden @ w_up + b_up, atol=1e-5)
+    self.assertNotAllClose(other_adapter(x), relu_adapter(x))
+
+  @parameterized.named_parameters(
+      ("zero", 0),
+      ("negative", -1),
+      ("float", 2.5),
+      ("none", None),
+      ("string", "64"),
+  )
+  def test_invalid_bottleneck_size_raises(self, bottleneck_size):
+    """A non-positive or non-integer bottleneck_size is a ValueError naming the argument."""
+    with self.assertRaisesRegex(ValueError, "bottleneck_size"):
+      adapter_lib.Adapter(bottleneck_size=bottleneck_size)
+
+  def test_negative_init_stddev_raises(self):
+    """A negative init_stddev is a ValueError naming the argument."""
+    with self.assertRaisesRegex(ValueError, "init_stddev"):
+      adapter_lib.Adapter(bottleneck_size=4, init_stddev=-0.1)
+
+
+if __name__ == "__main__":
+  tf.test.main()

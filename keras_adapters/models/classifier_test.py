@@ -1,0 +1,97 @@
+"""Tests for build_classifier: encoder + dropout + dense head."""
+
+import os
+import shutil
+import tempfile
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.hub import testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.networks import adapted_bert_encoder
+
+
+def _batch():
+  mask = tf.constant([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+  ids = tf.constant([[2, 5, 9, 11, 3], [2, 7, 3, 0, 0]])
+  return dict(input_word_ids=ids, input_mask=mask, input_type_ids=tf.zeros_like(ids))
+
+
+class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp_dir = tempfile.mkdtemp()
+    cls.handle = testing.save_tiny_hub_encoder(os.path.join(cls.tmp_dir, "tiny_encoder"))
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp_dir, ignore_errors=True)
+    super().tearDownClass()
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(3)
+
+  def _encoder(self):
+    # No dropout inside the encoder, so only the head's dropout can make calls differ.
+    return adapted_bert.AdaptedBert(self.handle, adapter_size=4, dropout_rate=0.0,
+                                    attention_dropout_rate=0.0)
+
+  @parameterized.named_parameters(("three_classes", 3), ("regression", 1))
+  def test_output_shape(self, num_classes):
+    """Logits are [batch, num_classes]: 3 for classification, 1 for regression."""
+    model = classifier.build_classifier(self._encoder(), num_classes)
+    self.assertIsInstance(model, keras.Model)
+    self.assertCountEqual(model.input, adapted_bert_encoder.INPUT_KEYS)
+    self.assertEqual(model.output_shape, (None, num_classes))
+    logits = model(_batch())
+    self.assertEqual(logits.shape, tf.TensorShape([2, num_classes]))
+    self.assertEqual(model.get_layer("logits").kernel.shape, (16, num_classes))
+
+  def test_logits_are_dense_on_pooled_output_at_inference(self):
+    """At inference, logits = pooled_output @ W + b: the head dropout is off."""
+    encoder = self._encoder()
+    model = classifier.build_classifier(encoder, 3, name="my_classifier")
+    self.assertEqual(model.name, "my_classifier")
+    head = model.get_layer("logits")
+    pooled = encoder(_batch(), training=False)["pooled_output"].numpy()
+    expected = pooled @ head.kernel.numpy() + head.bias.numpy()
+    self.assertAllClose(model(_batch(), training=False), expected, atol=1e-5)
+    self.assertAllClose(model.predict(_batch(), verbose=0), expected, atol=1e-5)
+
+  def test_dropout_only_at_training(self):
+    """The head dropout makes training calls random; inference calls are deterministic."""
+    model = classifier.build_classifier(self._encoder(), 3, dropout_rate=0.5)
+    self.assertEqual(model.get_layer("head_dropout").rate, 0.5)
+    inference = model(_batch(), training=False).numpy()
+    self.assertAllEqual(model(_batch(), training=False), inference)
+    self.assertAllEqual(model(_batch()), inference)
+    first = model(_batch(), training=True).numpy()
+    second = model(_batch(), training=True).numpy()
+    self.assertFalse(np.allclose(first, second))
+    self.assertFalse(np.allclose(first, inference))
+
+  def test_zero_dropout_is_deterministic_in_training(self):
+    """With dropout_rate=0 everywhere, training and inference calls agree."""
+    model = classifier.build_classifier(self._encoder(), 3, dropout_rate=0.0)
+    self.assertAllClose(model(_batch(), training=True), model(_batch(), training=False),
+                        atol=1e-6)
+
+  def test_head_trains_with_the_encoder_policy(self):
+    """The head's weights are trainable beside the encoder's adapters and LayerNorms."""
+    encoder = self._encoder()
+    model = classifier.build_classifier(encoder, 3)
+    head = model.get_layer("logits")
+    trainable_ids = {id(w) for w in model.trainable_weights}
+    self.assertTrue({id(head.kernel), id(head.bias)} <= trainable_ids)
+    self.assertLen(trainable_ids, len(encoder.trainable_weights) + 2)
+
+
+if __name__ == "__main__":
+  tf.test.main()

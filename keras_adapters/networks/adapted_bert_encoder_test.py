@@ -1,0 +1,297 @@
+"""Tests for the BERT encoder network with Houlsby adapters."""
+
+import inspect
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.models import parameter_summary
+from keras_adapters.networks import adapted_bert_encoder
+
+_TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
+             intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
+
+
+def _encoder(**kwargs):
+  config = dict(_TINY, adapter_size=4, name="bert_encoder")
+  config.update(kwargs)
+  return adapted_bert_encoder.AdaptedBertEncoder(**config)
+
+
+def _inputs(batch_size=2, seq_length=6, seed=0):
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(1, _TINY["vocab_size"], size=[batch_size, seq_length])
+  lengths = np.maximum(seq_length - np.arange(batch_size) * 2, 1)
+  mask = (np.arange(seq_length)[np.newaxis] < lengths[:, np.newaxis]).astype(np.int32)
+  type_ids = (np.arange(seq_length)[np.newaxis] >= seq_length // 2).astype(np.int32) * mask
+  return dict(input_word_ids=tf.constant(ids * mask, tf.int32),
+              input_mask=tf.constant(mask, tf.int32),
+              input_type_ids=tf.constant(type_ids, tf.int32))
+
+
+def _model_garden_names(num_layers):
+  names = {"word_embeddings/embeddings", "position_embedding/embeddings",
+           "type_embeddings/embeddings", "embeddings/layer_norm/gamma",
+           "embeddings/layer_norm/beta", "pooler_transform/kernel", "pooler_transform/bias"}
+  for i in range(num_layers):
+    prefix = f"transformer/layer_{i}/"
+    for part in ("query", "key", "value", "attention_output"):
+      names |= {f"{prefix}self_attention/{part}/kernel", f"{prefix}self_attention/{part}/bias"}
+    for dense in ("intermediate", "output"):
+      names |= {f"{prefix}{dense}/kernel", f"{prefix}{dense}/bias"}
+    for norm in ("self_attention_layer_norm", "output_layer_norm"):
+      names |= {f"{prefix}{norm}/gamma", f"{prefix}{norm}/beta"}
+  return names
+
+
+class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    keras.utils.set_random_seed(7)
+    # One built encoder for the tests that only read it.
+    cls.shared_encoder = _encoder()
+    cls.shared_encoder(_inputs())
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(7)
+
+  def test_output_keys_and_shapes(self):
+    """Outputs are the TF Hub BERT dict, with the shapes of a [2, 6] batch."""
+    outputs = self.shared_encoder(_inputs())
+    self.assertCountEqual(
+        outputs, ["sequence_output", "pooled_output", "encoder_outputs", "default"])
+    self.assertEqual(outputs["sequence_output"].shape, tf.TensorShape([2, 6, 16]))
+    self.assertEqual(outputs["pooled_output"].shape, tf.TensorShape([2, 16]))
+    self.assertLen(outputs["encoder_outputs"], _TINY["num_layers"])
+    for layer_output in outputs["encoder_outputs"]:
+      self.assertEqual(layer_output.shape, tf.TensorShape([2, 6, 16]))
+    self.assertAllEqual(outputs["encoder_outputs"][-1], outputs["sequence_output"])
+    self.assertAllEqual(outputs["default"], outputs["pooled_output"])
+
+  def test_pooled_output_is_tanh_projection_of_first_token(self):
+    """pooled_output = tanh(W sequence_output[:, 0] + b)."""
+    encoder = self.shared_encoder
+    outputs = encoder(_inputs())
+    kernel = encoder.pooler_transform.kernel.numpy()
+    bias = encoder.pooler_transform.bias.numpy()
+    expected = np.tanh(outputs["sequence_output"].numpy()[:, 0] @ kernel + bias)
+    self.assertAllClose(outputs["pooled_output"], expected, atol=1e-5)
+
+  def test_hub_variable_map_has_exactly_model_garden_names(self):
+    """hub_variable_map() keys are exactly the Model Garden names, adapters excluded."""
+    encoder = _encoder()
+    self.assertFalse(encoder.built)
+    variable_map = encoder.hub_variable_map()  # Builds the encoder on dummy inputs.
+    self.assertTrue(encoder.built)
+    self.assertEqual(set(variable_map), _model_garden_names(_TINY["num_layers"]))
+    adapter_ids = {id(w) for a in encoder.adapters for w in a.weights}
+    self.assertLen(adapter_ids, 4 * 2 * _TINY["num_layers"])
+    self.assertFalse(adapter_ids & {id(w) for w in variable_map.values()})
+    self.assertFalse(any("adapter" in name for name in variable_map))
+    self.assertLen(variable_map, len(encoder.weights) - len(adapter_ids))
+
+  def test_hub_variable_map_shapes(self):
+    """Spot-checked Model Garden variables have the Model Garden shapes."""
+    variable_map = self.shared_encoder.hub_variable_map()
+    for name, shape in (
+        ("transformer/layer_1/self_attention/attention_output/kernel", (2, 8, 16)),
+        ("transformer/layer_0/self_attention/query/kernel", (16, 2, 8)),
+        ("transformer/layer_1/intermediate/kernel", (16, 32)),
+        ("transformer/layer_0/output/kernel", (32, 16)),
+        ("embeddings/layer_norm/gamma", (16,)),
+        ("pooler_transform/kernel", (16, 16)),
+        ("word_embeddings/embeddings", (64, 16)),
+        ("position_embedding/embeddings", (32, 16)),
+        ("type_embeddings/embeddings", (2, 16))):
+      with self.subTest(name=name):
+        self.assertIn(name, variable_map)
+        self.assertEqual(tuple(variable_map[name].shape), shape)
+
+  def test_hub_variable_map_points_at_the_right_sublayers(self):
+    """Mapped names lead to the variables of the sub-layers they name."""
+    encoder = self.shared_encoder
+    variable_map = encoder.hub_variable_map()
+    block = encoder.transformer_layers[1]
+    self.assertIs(variable_map["transformer/layer_1/output_layer_norm/gamma"],
+                  block.output_layer_norm.gamma)
+    self.assertIs(variable_map["transformer/layer_1/output/kernel"], block.output_dense.kernel)
+    self.assertIs(variable_map["embeddings/layer_norm/beta"],
+                  encoder.embedding_layer_norm.beta)
+    self.assertIs(variable_map["pooler_transform/bias"], encoder.pooler_transform.bias)
+
+  @parameterized.named_parameters(
+      ("keras_model_prefix", "model/bert_encoder/transformer/layer_3/output/kernel:0",
+       "transformer/layer_3/output/kernel"),
+      ("hub_prefix", "bert_encoder/word_embeddings/embeddings:0",
+       "word_embeddings/embeddings"),
+      ("embedding_layer_norm", "x/y/embeddings/layer_norm/gamma:0",
+       "embeddings/layer_norm/gamma"),
+      ("pooler", "classifier/bert_encoder/pooler_transform/bias:0", "pooler_transform/bias"),
+      ("already_canonical", "transformer/layer_10/self_attention/query/bias",
+       "transformer/layer_10/self_attention/query/bias"),
+      ("adapter", "bert_encoder/transformer/layer_0/feedforward_adapter/up_project/bias:0",
+       "transformer/layer_0/feedforward_adapter/up_project/bias"),
+      ("no_root", "logits/kernel:0", "logits/kernel"),
+      ("no_root_no_suffix", "some/other_variable", "some/other_variable"),
+  )
+  def test_canonical_variable_name(self, name, expected):
+    """Scopes before the first Model Garden root and the ':0' suffix are removed."""
+    self.assertEqual(adapted_bert_encoder.canonical_variable_name(name), expected)
+
+  def test_adapters_and_layer_norms(self):
+    """There are 2 adapters per block and 2 LayerNorms per block plus the embedding one."""
+    for num_layers, encoder in ((2, self.shared_encoder),
+                                (3, _encoder(num_layers=3, adapter_size=None))):
+      with self.subTest(num_layers=num_layers):
+        encoder(_inputs())
+        norms = encoder.layer_norms
+        self.assertLen(norms, 2 * num_layers + 1)
+        self.assertLen({id(n) for n in norms}, 2 * num_layers + 1)
+        self.assertIs(norms[0], encoder.embedding_layer_norm)
+        for norm in norms:
+          self.assertIsInstance(norm, keras.layers.LayerNormalization)
+    adapters = self.shared_encoder.adapters
+    self.assertLen(adapters, 2 * _TINY["num_layers"])
+    self.assertLen({id(a) for a in adapters}, 2 * _TINY["num_layers"])
+    for adapter in adapters:
+      self.assertIsInstance(adapter, adapter_lib.Adapter)
+    self.assertEqual(adapters[0].name, "attention_adapter")
+    self.assertIs(adapters[-1], self.shared_encoder.transformer_layers[-1].feedforward_adapter)
+    self.assertEmpty(encoder.adapters)  # The encoder built without adapters.
+
+  def test_padding_does_not_change_unpadded_outputs(self):
+    """Changing the word ids at padded positions leaves every unpadded output unchanged."""
+    encoder = self.shared_encoder
+    inputs = _inputs(batch_size=2, seq_length=6)
+    mask = inputs["input_mask"].numpy()
+    self.assertEqual(mask.sum(axis=1).tolist(), [6, 4])
+    ids = inputs["input_word_ids"].numpy()
+    changed_ids = np.where(mask == 1, ids, (ids + 17) % _TINY["vocab_size"] + 1)
+    self.assertFalse(np.array_equal(ids, changed_ids))
+    before = encoder(inputs)
+    after = encoder(dict(inputs, input_word_ids=tf.constant(changed_ids, tf.int32)))
+    self.assertAllClose(before["sequence_output"].numpy()[mask == 1],
+                        after["sequence_output"].numpy()[mask == 1], atol=1e-5)
+    self.assertAllClose(before["pooled_output"], after["pooled_output"], atol=1e-5)
+    # The mask matters: without it, the same change moves the outputs.
+    unmasked = dict(inputs, input_mask=tf.ones_like(inputs["input_mask"]))
+    self.assertNotAllClose(
+        encoder(unmasked)["pooled_output"][1],
+        encoder(dict(unmasked, input_word_ids=tf.constant(changed_ids, tf.int32)))[
+            "pooled_output"][1])
+
+  def test_dropout_only_when_training(self):
+    """training=True applies dropout (calls differ); inference is deterministic."""
+    encoder = self.shared_encoder
+    self.assertEqual(encoder.dropout_rate, 0.1)
+    inputs = _inputs()
+    inference = encoder(inputs, training=False)["sequence_output"]
+    self.assertAllEqual(encoder(inputs)["sequence_output"], inference)
+    self.assertNotAllClose(encoder(inputs, training=True)["sequence_output"],
+                           encoder(inputs, training=True)["sequence_output"])
+
+  def test_missing_input_key_raises(self):
+    """A dict without all three BERT inputs is a ValueError naming the expected keys."""
+    inputs = _inputs()
+    del inputs["input_type_ids"]
+    with self.assertRaisesRegex(
+        ValueError, r"input_word_ids.*input_mask.*input_type_ids.*got \['input_mask', "
+        r"'input_word_ids'\]"):
+      self.shared_encoder(inputs)
+
+  def test_non_dict_input_raises(self):
+    """A bare tensor instead of the dict is a ValueError naming the expected keys."""
+    with self.assertRaisesRegex(ValueError, "input_word_ids"):
+      self.shared_encoder(tf.ones([2, 3], tf.int32))
+
+  def test_float_ids_raise_type_error(self):
+    """Float word ids are a TypeError naming the input and the dtype."""
+    inputs = _inputs()
+    inputs["input_word_ids"] = tf.cast(inputs["input_word_ids"], tf.float32)
+    with self.assertRaisesRegex(TypeError, r"input_word_ids.*float32"):
+      self.shared_encoder(inputs)
+
+  def test_int64_ids_are_accepted(self):
+    """int64 ids are cast to int32 and give the same outputs."""
+    encoder = self.shared_encoder
+    inputs = _inputs()
+    int64_inputs = {k: tf.cast(v, tf.int64) for k, v in inputs.items()}
+    self.assertAllClose(encoder(int64_inputs)["pooled_output"],
+                        encoder(inputs)["pooled_output"])
+
+  def test_rank3_ids_raise(self):
+    """Ids of rank 3 are a ValueError naming the expected [batch, seq_length] shape."""
+    inputs = {k: v[:, :, tf.newaxis] for k, v in _inputs().items()}
+    with self.assertRaisesRegex(ValueError, r"input_word_ids.*\[batch, seq_length\]"):
+      self.shared_encoder(inputs)
+
+  def test_too_long_sequence_raises(self):
+    """A sequence longer than max_sequence_length fails, naming the position embeddings."""
+    encoder = _encoder(max_sequence_length=8)
+    encoder(_inputs(seq_length=8))  # The longest allowed length works.
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "position embeddings"):
+      encoder(_inputs(seq_length=9))
+
+  def test_too_long_sequence_raises_in_tf_function(self):
+    """The length check also runs inside a traced function with a dynamic length."""
+    encoder = _encoder(max_sequence_length=8)
+    spec = tf.TensorSpec([None, None], tf.int32)
+
+    @tf.function(input_signature=[dict(input_word_ids=spec, input_mask=spec,
+                                       input_type_ids=spec)])
+    def run(inputs):
+      return encoder(inputs)["pooled_output"]
+
+    self.assertEqual(run(_inputs(seq_length=4)).shape, tf.TensorShape([2, 16]))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "position embeddings"):
+      run(_inputs(seq_length=9))
+
+  def test_get_config_round_trip(self):
+    """get_config names every constructor argument and from_config rebuilds the encoder."""
+    encoder = _encoder(activation="gelu_approximate", dropout_rate=0.2,
+                       adapter_activation="tanh", adapter_init_stddev=0.0)
+    config = encoder.get_config()
+    arguments = [name for name, p in inspect.signature(
+        adapted_bert_encoder.AdaptedBertEncoder.__init__).parameters.items()
+                 if name != "self" and p.kind is not p.VAR_KEYWORD]
+    self.assertLen(arguments, 14)
+    for name in arguments:
+      self.assertEqual(config[name], getattr(encoder, name))
+    rebuilt = keras.layers.deserialize(keras.layers.serialize(encoder))
+    self.assertIsInstance(rebuilt, adapted_bert_encoder.AdaptedBertEncoder)
+    self.assertEqual(rebuilt.get_config(), config)
+    rebuilt = adapted_bert_encoder.AdaptedBertEncoder.from_config(config)
+    self.assertEqual(rebuilt.get_config(), config)
+    inputs = _inputs()
+    encoder(inputs)
+    rebuilt(inputs)
+    self.assertEqual(rebuilt.count_params(), encoder.count_params())
+    self.assertEqual(set(rebuilt.hub_variable_map()), set(encoder.hub_variable_map()))
+
+  def test_bert_base_parameter_arithmetic(self):
+    """BERT-base with m=64: each adapter 99,136 params, all 24 together 2,379,264."""
+    encoder = adapted_bert_encoder.AdaptedBertEncoder(
+        vocab_size=30522, hidden_size=768, num_layers=12, num_attention_heads=12,
+        intermediate_size=3072, adapter_size=64)
+    encoder(adapted_bert_encoder.dummy_inputs())
+    self.assertLen(encoder.adapters, 24)
+    sizes = [adapter.count_params() for adapter in encoder.adapters]
+    self.assertEqual(sizes, [2 * 64 * 768 + 768 + 64] * 24)
+    self.assertEqual(sizes[0], 99_136)
+    self.assertEqual(sum(sizes), 2_379_264)
+    summary = parameter_summary.parameter_summary(encoder)
+    self.assertLen(summary.adapter_sizes, 24)
+    self.assertEqual(sum(summary.adapter_sizes), 2_379_264)
+    # The base is BERT-base with its pooler: 109,482,240 parameters.
+    self.assertEqual(summary.base, 109_482_240)
+    self.assertEqual(summary.total, 109_482_240 + 2_379_264)
+
+
+if __name__ == "__main__":
+  tf.test.main()

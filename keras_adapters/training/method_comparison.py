@@ -1,0 +1,97 @@
+"""Compares transfer methods on one task over several seeds: the paper's tables, small."""
+
+import dataclasses
+import math
+import os
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from keras_adapters.training import task_runner
+from keras_adapters.utils import atomic_io
+
+# The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
+# paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
+METHODS = {
+    "adapters": dict(tuning="adapters", adapter_size=64, learning_rate=1e-3),
+    "full": dict(tuning="full", learning_rate=5e-5),
+    "top_k": dict(tuning="top_k", learning_rate=1e-4),
+    "layer_norm": dict(tuning="layer_norm", learning_rate=3e-3),
+}
+
+
+def method_config(base_config, method, num_layers):
+  """`base_config` with `method`'s overrides; top-k trains the top half of the layers."""
+  if method not in METHODS:
+    raise ValueError(f"Unknown method {method!r}; choose from {sorted(METHODS)}.")
+  overrides = dict(METHODS[method])
+  if method == "top_k":
+    overrides["top_k"] = base_config.top_k or max(1, num_layers // 2)
+  return dataclasses.replace(base_config, **overrides)
+
+
+def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
+                    root_dir, num_layers, eval_split="test",
+                    run_fn: Callable[..., Mapping] = task_runner.run_task):
+  """Runs every method with every seed and writes `comparison.json` and `comparison.md`.
+
+  Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
+  stopped and finished runs are not trained again.
+
+  Args:
+    spec: The task.
+    splits: Split name → examples, with "train" and `eval_split`.
+    base_config: Shared `RunConfig` (budget, sequence length, handles).
+    methods: Names from `METHODS`.
+    seeds: Seeds to run each method with.
+    root_dir: Folder of the runs and the summary files.
+    num_layers: Transformer layers of the encoder (for top-k's default k).
+    eval_split: The split the table reports.
+    run_fn: Runs one configuration (`task_runner.run_task`; replaceable in tests).
+
+  Returns:
+    The summary dict written to `comparison.json`.
+  """
+  metric = spec.metrics[0]
+  rows = []
+  for method in methods:
+    config = method_config(base_config, method, num_layers)
+    runs = [run_fn(spec, splits, dataclasses.replace(config, seed=seed),
+                   os.path.join(root_dir, f"{method}-seed{seed}"), progress_bar=False)
+            for seed in seeds]
+    scores = [100.0 * run["metrics"][eval_split][metric] for run in runs]
+    rows.append(dict(
+        method=method, config=dataclasses.asdict(config), seeds=list(seeds), scores=scores,
+        mean=float(np.mean(scores)), sem=_sem(scores),
+        trainable_parameters=runs[0]["parameters"]["trainable"],
+        trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
+        seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs]))))
+  summary = dict(task=spec.name, metric=metric, eval_split=eval_split,
+                 train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
+                 epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
+                 batch_size=base_config.batch_size, rows=rows)
+  atomic_io.write_json(os.path.join(root_dir, "comparison.json"), summary)
+  atomic_io.write_text(os.path.join(root_dir, "comparison.md"), markdown_table(summary))
+  return summary
+
+
+def markdown_table(summary):
+  """The comparison as a Markdown table: mean ± s.e.m. over seeds, size and speed."""
+  lines = [
+      f"Task `{summary['task']}`: {summary['eval_split']} {summary['metric']} (%), mean ± "
+      f"s.e.m. over seeds; {summary['train_examples']:,} training examples, "
+      f"{summary['epochs']:g} epoch(s), batch {summary['batch_size']}, "
+      f"{summary['max_seq_length']} tokens max, {summary['eval_examples']:,} evaluation "
+      "examples.", "",
+      "| method | seeds | score | trained params / task | % of base | s / epoch |",
+      "|---|---|---|---|---|---|"]
+  for row in summary["rows"]:
+    lines.append(
+        f"| {row['method']} | {len(row['seeds'])} | {row['mean']:.2f} ± {row['sem']:.2f} | "
+        f"{row['trainable_parameters']:,} | {row['trainable_percent_of_base']:.2f} | "
+        f"{row['seconds_per_epoch']:.0f} |")
+  return "\n".join(lines) + "\n"
+
+
+def _sem(values):
+  return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
