@@ -10,7 +10,7 @@ subset of the training split, 2 epochs), then test accuracy and an export:
 run the method comparison over `--seeds` and write a results table:
 
   python experiments/run_classification.py --task=bbc_news \
-      --methods=adapters,full,top_k,layer_norm --model_dir=results/bbc_news
+      --methods=adapters,full,top_k,layer_norm --model_dir=runs/bbc_news
 
 Any CSV/TSV/JSONL file or folder-per-class tree works with `--data_path`, `--text_column`,
 `--label_column`. Splits are fixed, seeded and stratified, and recorded in a manifest so that
@@ -52,6 +52,8 @@ flags.DEFINE_list("methods", None,
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 flags.DEFINE_string("model_dir", "runs/classification",
                     "Folder of checkpoints, logs and results; rerunning resumes.")
+flags.DEFINE_string("results_dir", None,
+                    "Where a comparison writes comparison.json/.md; default: results/<task>.")
 flags.DEFINE_string("export_dir", None,
                     "Export folder (SavedModel + adapters); default: <model_dir>/export.")
 common_flags.define_run_flags(learning_rate=1e-3, epochs=2.0)
@@ -93,11 +95,12 @@ def main(argv):
 
   if FLAGS.methods:
     num_layers = hub_encoder.read_hub_encoder(config.hub_handle).config["num_layers"]
+    results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
     summary = method_comparison.compare_methods(
         spec, splits, config, FLAGS.methods, [int(s) for s in FLAGS.seeds], FLAGS.model_dir,
-        num_layers)
+        results_dir, num_layers)
     print(method_comparison.markdown_table(summary))
-    print(f"Written: {os.path.join(FLAGS.model_dir, 'comparison.json')} and comparison.md")
+    print(f"Written: {results_dir}/comparison.json and comparison.md")
     return
 
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export")

@@ -4,7 +4,8 @@
 
   * `preprocessor(strings)` maps a [batch] string tensor to the encoder inputs
     `input_word_ids`, `input_mask` and `input_type_ids`, each int32
-    [batch, default_seq_length], laid out as `[CLS] tokens [SEP]` and zero-padded.
+    [batch, default_seq_length], laid out as `[CLS] tokens [SEP]` and padded with
+    `[PAD]` (id 0 in BERT vocabs).
   * `preprocessor.tokenize(strings)` returns an int32 RaggedTensor
     [batch, (words), (wordpieces)].
   * `preprocessor.bert_pack_inputs(segments, seq_length)` packs a list of 1 to 3
@@ -20,7 +21,7 @@ arguments=dict(seq_length=64))`.
 
 import os
 import uuid
-from typing import Callable, Dict, List, Sequence, Union
+from typing import Callable, Dict, List, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -33,7 +34,9 @@ _MAX_SEGMENTS = 3
 # pass segments already flattened to [batch, (tokens)] (ragged rank 1).
 _SEGMENT_RAGGED_RANKS = (1, 2)
 
-RaggedSegments = Sequence[tf.RaggedTensor]
+_Segments = Sequence[tf.RaggedTensor]
+# (word ids, type ids, validity) of one part of a packed row, each [batch, width].
+_Piece = Tuple[tf.Tensor, tf.Tensor, tf.Tensor]
 
 
 def read_vocab(vocab_file: str) -> List[str]:
@@ -208,7 +211,7 @@ class BertPreprocessor(tf.Module):
     omitted, as TF Hub's preprocessors do.
     """
 
-    def bert_pack_inputs(inputs: RaggedSegments,
+    def bert_pack_inputs(inputs: _Segments,
                          seq_length: Union[int, tf.Tensor] = self._default_seq_length
                          ) -> Dict[str, tf.Tensor]:
       """Packs tokenized segments into BERT encoder inputs.
@@ -238,9 +241,14 @@ class BertPreprocessor(tf.Module):
   def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
     return tf.cast(self._tokenizer.tokenize(strings), tf.int32)
 
-  def _pack(self, segments: RaggedSegments,
+  def _pack(self, segments: _Segments,
             seq_length: Union[int, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Trims [batch, (tokens)] segments, joins them with special tokens and pads."""
+    """Trims [batch, (tokens)] segments round-robin, joins them with specials, pads.
+
+    The result equals `tensorflow_text.combine_segments` followed by
+    `pad_model_inputs`, but is assembled from dense pieces: their graph is a third the
+    size of those ragged ops, which makes an export trace, save and load much faster.
+    """
     num_specials = len(segments) + 1
     seq_length = tf.convert_to_tensor(seq_length, tf.int32)
     tf.debugging.assert_greater(
@@ -248,15 +256,39 @@ class BertPreprocessor(tf.Module):
         message=f"seq_length must exceed {num_specials}, the number of [CLS] and [SEP] "
         f"tokens for {len(segments)} segment(s)")
     trimmed = text.RoundRobinTrimmer(max_seq_length=seq_length - num_specials).trim(segments)
-    word_ids, type_ids = text.combine_segments(trimmed, self._cls_id, self._sep_id)
-    input_word_ids, input_mask = text.pad_model_inputs(word_ids, seq_length,
-                                                       pad_value=self._pad_id)
-    input_type_ids, _ = text.pad_model_inputs(type_ids, seq_length, pad_value=0)
+    batch_size = trimmed[0].nrows(out_type=tf.int32)
+    pieces = [_special_piece(batch_size, self._cls_id, type_id=0)]
+    for type_id, segment in enumerate(trimmed):
+      pieces.append(_segment_piece(segment, type_id, self._pad_id))
+      pieces.append(_special_piece(batch_size, self._sep_id, type_id))
+    # Invalid trailing padding so that every row has at least seq_length entries.
+    pieces.append((tf.fill([batch_size, seq_length], self._pad_id),
+                   tf.zeros([batch_size, seq_length], tf.int32),
+                   tf.zeros([batch_size, seq_length], tf.bool)))
+    word_ids, type_ids, valid = (tf.concat(parts, axis=1) for parts in zip(*pieces))
+    # A stable sort on "is padding" moves each row's valid entries to its front, in order.
+    order = tf.argsort(tf.cast(tf.logical_not(valid), tf.int32), axis=1, stable=True)
+    order = order[:, :seq_length]
+    input_mask = tf.cast(tf.gather(valid, order, batch_dims=1), tf.int32)
     return {
-        "input_word_ids": tf.cast(input_word_ids, tf.int32),
-        "input_mask": tf.cast(input_mask, tf.int32),
-        "input_type_ids": tf.cast(input_type_ids, tf.int32),
+        "input_word_ids": tf.gather(word_ids, order, batch_dims=1),
+        "input_mask": input_mask,
+        # Padding inside a segment piece carries that segment's type id: zero it.
+        "input_type_ids": tf.gather(type_ids, order, batch_dims=1) * input_mask,
     }
+
+
+def _special_piece(batch_size: tf.Tensor, token_id: int, type_id: int) -> _Piece:
+  """Returns (word ids, type ids, validity), each [batch, 1], for one special token."""
+  shape = tf.stack([batch_size, 1])
+  return tf.fill(shape, token_id), tf.fill(shape, type_id), tf.ones(shape, tf.bool)
+
+
+def _segment_piece(segment: tf.RaggedTensor, type_id: int, pad_id: int) -> _Piece:
+  """Returns (word ids, type ids, validity), each [batch, longest row], for a segment."""
+  word_ids = segment.to_tensor(default_value=pad_id)
+  valid = tf.sequence_mask(segment.row_lengths(), tf.shape(word_ids, out_type=tf.int64)[1])
+  return word_ids, tf.fill(tf.shape(word_ids), type_id), valid
 
 
 def _flatten_words(segment: tf.RaggedTensor) -> tf.RaggedTensor:

@@ -5,8 +5,10 @@ import shutil
 import tempfile
 from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
+import tensorflow_text as text
 import tf_keras as keras
 
 from keras_adapters.hub import preprocessing
@@ -101,6 +103,27 @@ class BertPreprocessorTest(tf.test.TestCase):
     self.assertAllEqual(outputs["input_type_ids"][1],
                         [0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
 
+  def test_packing_matches_tensorflow_text_ragged_ops(self):
+    # The dense assembly must equal combine_segments + pad_model_inputs, empty rows and
+    # rows longer than seq_length included.
+    rng = np.random.default_rng(0)
+
+    def random_segment():
+      return tf.ragged.constant(
+          [list(rng.integers(4, 14, size=n)) for n in rng.integers(0, 9, size=6)], tf.int32)
+
+    for num_segments in (1, 2, 3):
+      segments = [random_segment() for _ in range(num_segments)]
+      for seq_length in (num_segments + 2, 9, 30):
+        outputs = self.preprocessor.bert_pack_inputs(segments, tf.constant(seq_length))
+        trimmed = text.RoundRobinTrimmer(seq_length - num_segments - 1).trim(segments)
+        word_ids, type_ids = text.combine_segments(trimmed, _CLS, _SEP)
+        expected_word_ids, expected_mask = text.pad_model_inputs(word_ids, seq_length, _PAD)
+        expected_type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
+        self.assertAllEqual(outputs["input_word_ids"], expected_word_ids)
+        self.assertAllEqual(outputs["input_mask"], expected_mask)
+        self.assertAllEqual(outputs["input_type_ids"], expected_type_ids)
+
   def test_bad_segments_are_rejected(self):
     segment = self.preprocessor.tokenize(_words("the"))
     with self.assertRaisesRegex(ValueError, "1 to 3 tokenized segments"):
@@ -174,7 +197,10 @@ class SavedModelTest(tf.test.TestCase):
     self.assertAllEqual(outputs["input_mask"], [[1] * 6 + [0] * 4])
 
   def test_hub_keras_layer_on_the_export_dir(self):
-    outputs = self.layer(_words("the fox", "dog"))
+    text_input = keras.layers.Input(shape=(), dtype=tf.string)
+    model = keras.Model(text_input, self.layer(text_input))
+    self.assertEqual(model.output["input_word_ids"].shape.as_list(), [None, 10])
+    outputs = model(_words("the fox", "dog"))
     self.assertEqual(outputs["input_word_ids"].shape, [2, 10])
     self.assertAllEqual(outputs["input_word_ids"][1, :4], [_CLS, _DOG, _SEP, _PAD])
 

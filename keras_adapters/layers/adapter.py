@@ -28,7 +28,9 @@ class Adapter(keras.layers.Layer):
 
   def __init__(self, bottleneck_size, activation="relu", init_stddev=1e-2, **kwargs):
     super().__init__(**kwargs)
-    if isinstance(bottleneck_size, bool) or not isinstance(bottleneck_size, int) or bottleneck_size <= 0:
+    # bool is an int subclass: True must not pass as a size of 1.
+    if (isinstance(bottleneck_size, bool) or not isinstance(bottleneck_size, int)
+        or bottleneck_size <= 0):
       raise ValueError(
           f"Adapter bottleneck_size must be a positive integer, got {bottleneck_size!r}. "
           "The paper uses sizes from 2 to 256; 64 is the usual default.")

@@ -58,7 +58,8 @@ class AdaptedBert(keras.layers.Layer):
                layer_norm_epsilon=1e-12,
                **kwargs):
     super().__init__(**kwargs)
-    if adapter_size is not None and (isinstance(adapter_size, bool) or not isinstance(adapter_size, int) or adapter_size <= 0):
+    if adapter_size is not None and (isinstance(adapter_size, bool)
+                                     or not isinstance(adapter_size, int) or adapter_size <= 0):
       raise ValueError(
           f"adapter_size must be a positive integer (the paper uses 2 to 256), or None for "
           f"no adapters; got {adapter_size!r}.")

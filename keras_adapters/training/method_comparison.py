@@ -31,9 +31,9 @@ def method_config(base_config, method, num_layers):
 
 
 def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
-                    root_dir, num_layers, eval_split="test",
+                    root_dir, results_dir, num_layers, eval_split="test",
                     run_fn: Callable[..., Mapping] = task_runner.run_task):
-  """Runs every method with every seed and writes `comparison.json` and `comparison.md`.
+  """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
 
   Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
   stopped and finished runs are not trained again.
@@ -44,7 +44,8 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     base_config: Shared `RunConfig` (budget, sequence length, handles).
     methods: Names from `METHODS`.
     seeds: Seeds to run each method with.
-    root_dir: Folder of the runs and the summary files.
+    root_dir: Folder of the runs (checkpoints, logs).
+    results_dir: Folder of the summary files.
     num_layers: Transformer layers of the encoder (for top-k's default k).
     eval_split: The split the table reports.
     run_fn: Runs one configuration (`task_runner.run_task`; replaceable in tests).
@@ -70,8 +71,8 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
                  train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
                  epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
                  batch_size=base_config.batch_size, rows=rows)
-  atomic_io.write_json(os.path.join(root_dir, "comparison.json"), summary)
-  atomic_io.write_text(os.path.join(root_dir, "comparison.md"), markdown_table(summary))
+  atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
+  atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
   return summary
 
 
