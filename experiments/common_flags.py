@@ -2,6 +2,7 @@
 
 from absl import flags
 
+from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import task_runner
@@ -19,6 +20,10 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
   flags.DEFINE_integer("top_k", None, "Top layers to train with --tuning=top_k.")
   flags.DEFINE_integer("adapter_size", 64, "Adapter bottleneck size m.")
   flags.DEFINE_float("adapter_init_stddev", 1e-2, "Std of the adapters' initial weights.")
+  flags.DEFINE_enum("pooling", "mean", list(classifier.POOLINGS),
+                    "Head input: mean (mean of the sequence output, what the embedded "
+                    "sentence-embedding encoder was trained to produce; its pooler never was) "
+                    "or cls (BERT's pooled_output, the paper's head for BERT).")
   flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (Adam).")
   flags.DEFINE_float("epochs", epochs, "Training epochs (fractions allowed).")
   flags.DEFINE_integer("batch_size", 32, "Global batch size.")
@@ -40,7 +45,8 @@ def run_config_from_flags(**overrides):
       hub_handle=values.hub_handle or default_model.default_hub_handle(),
       preprocess_handle=values.preprocess_handle or default_model.default_preprocess_handle(),
       tuning=values.tuning, top_k=values.top_k, adapter_size=values.adapter_size,
-      adapter_init_stddev=values.adapter_init_stddev, learning_rate=values.learning_rate,
+      adapter_init_stddev=values.adapter_init_stddev, pooling=values.pooling,
+      learning_rate=values.learning_rate,
       epochs=values.epochs, batch_size=values.batch_size, max_seq_length=values.max_seq_length,
       seed=values.seed, weight_decay=values.weight_decay,
       checkpoint_every_steps=values.checkpoint_every_steps, strategy=values.strategy,

@@ -96,8 +96,9 @@ def main(argv):
   if FLAGS.methods:
     num_layers = hub_encoder.read_hub_encoder(config.hub_handle).config["num_layers"]
     results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
+    # The table reports the test split; validation is only for choosing settings.
     summary = method_comparison.compare_methods(
-        spec, splits, config, FLAGS.methods, [int(s) for s in FLAGS.seeds], FLAGS.model_dir,
+        spec, dict(train=splits["train"], test=splits["test"]), config, FLAGS.methods, [int(s) for s in FLAGS.seeds], FLAGS.model_dir,
         results_dir, num_layers)
     print(method_comparison.markdown_table(summary))
     print(f"Written: {results_dir}/comparison.json and comparison.md")

@@ -1,5 +1,11 @@
 """Tiny random TF Hub-format BERT encoders for fast tests."""
 
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+
 import tf_keras as keras
 
 from keras_adapters.hub import encoder_export
@@ -39,3 +45,12 @@ def save_tiny_vocab(path):
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + TINY_WORDS) + "\n")
   return path
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_hub_handle(seed=0):
+  """A tiny Hub encoder saved once per process and seed; nothing writes to it."""
+  root = tempfile.mkdtemp(prefix="tiny_hub_")
+  atexit.register(shutil.rmtree, root, ignore_errors=True)
+  return save_tiny_hub_encoder(os.path.join(root, "encoder"), seed=seed)
+

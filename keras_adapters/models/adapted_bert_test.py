@@ -2,7 +2,6 @@
 
 import inspect
 import os
-import shutil
 import tempfile
 
 from absl.testing import parameterized
@@ -41,16 +40,10 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tmp_dir = tempfile.mkdtemp()
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(cls.tmp_dir, "tiny_encoder"))
+    cls.handle = testing.tiny_hub_handle()
     cls.hub_layer = hub.KerasLayer(cls.handle)
     cls.inputs = _padded_batch()
     cls.hub_outputs = cls.hub_layer(cls.inputs, training=False)
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.tmp_dir, ignore_errors=True)
-    super().tearDownClass()
 
   def setUp(self):
     super().setUp()

@@ -1,8 +1,5 @@
 """Tests for build_classifier: encoder + dropout + dense head."""
 
-import os
-import shutil
-import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -26,13 +23,7 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tmp_dir = tempfile.mkdtemp()
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(cls.tmp_dir, "tiny_encoder"))
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.tmp_dir, ignore_errors=True)
-    super().tearDownClass()
+    cls.handle = testing.tiny_hub_handle()
 
   def setUp(self):
     super().setUp()
@@ -64,6 +55,23 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
     expected = pooled @ head.kernel.numpy() + head.bias.numpy()
     self.assertAllClose(model(_batch(), training=False), expected, atol=1e-5)
     self.assertAllClose(model.predict(_batch(), verbose=0), expected, atol=1e-5)
+
+  def test_mean_pooling_averages_real_tokens_only(self):
+    """pooling="mean": logits are a dense layer on the mean of the unpadded tokens."""
+    encoder = self._encoder()
+    model = classifier.build_classifier(encoder, 3, pooling="mean")
+    head = model.get_layer("logits")
+    batch = _batch()
+    sequence = encoder(batch, training=False)["sequence_output"].numpy()
+    mask = batch["input_mask"].numpy().astype(bool)
+    means = np.stack([sequence[i][mask[i]].mean(axis=0) for i in range(len(mask))])
+    expected = means @ head.kernel.numpy() + head.bias.numpy()
+    self.assertAllClose(model(batch, training=False), expected, atol=1e-5)
+
+  def test_unknown_pooling_is_refused(self):
+    """A pooling that does not exist is an error listing the choices."""
+    with self.assertRaisesRegex(ValueError, "cls.*mean"):
+      classifier.build_classifier(self._encoder(), 3, pooling="max")
 
   def test_dropout_only_at_training(self):
     """The head dropout makes training calls random; inference calls are deterministic."""

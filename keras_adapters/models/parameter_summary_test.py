@@ -2,10 +2,7 @@
 
 import contextlib
 import io
-import os
 import re
-import shutil
-import tempfile
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -35,16 +32,10 @@ class ParameterSummaryTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tmp_dir = tempfile.mkdtemp()
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(cls.tmp_dir, "tiny_encoder"))
+    cls.handle = testing.tiny_hub_handle()
     cls.model = classifier.build_classifier(
         adapted_bert.AdaptedBert(cls.handle, adapter_size=_M), 3)
     cls.summary = parameter_summary.parameter_summary(cls.model)
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.tmp_dir, ignore_errors=True)
-    super().tearDownClass()
 
   def test_trainable_is_adapters_plus_layer_norms_plus_head(self):
     """Trainable parameters are adapters + LayerNorms + head, counted by hand."""

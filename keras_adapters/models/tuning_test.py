@@ -1,8 +1,5 @@
 """Tests for the tuning policies: which encoder variables train under each."""
 
-import os
-import shutil
-import tempfile
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -36,13 +33,7 @@ class TuningTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tmp_dir = tempfile.mkdtemp()
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(cls.tmp_dir, "tiny_encoder"))
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.tmp_dir, ignore_errors=True)
-    super().tearDownClass()
+    cls.handle = testing.tiny_hub_handle()
 
   def _assert_trains_exactly(self, layer, predicate):
     names = _names(layer.weights)

@@ -40,6 +40,7 @@ class RunConfig:
   top_k: Optional[int] = None
   adapter_size: Optional[int] = 64
   adapter_init_stddev: float = 1e-2
+  pooling: str = "cls"
   learning_rate: float = 3e-4
   epochs: float = 3.0
   batch_size: int = 32
@@ -108,7 +109,7 @@ def run_task(spec: examples_lib.TaskSpec,
     encoder = adapted_bert.AdaptedBert(
         config.hub_handle, adapter_size=config.adapter_size, tuning=config.tuning,
         top_k=config.top_k, adapter_init_stddev=config.adapter_init_stddev)
-    return classifier.build_classifier(encoder, spec.num_classes)
+    return classifier.build_classifier(encoder, spec.num_classes, pooling=config.pooling)
 
   trainer = trainer_lib.Trainer(
       model_fn, _loss_fn(spec), train_data,

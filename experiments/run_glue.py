@@ -1,0 +1,260 @@
+r"""Adapters on GLUE (Houlsby et al., 2019, Table 1): train, evaluate, submit, export.
+
+The data is read locally, never downloaded: either the folder written by the GLUE download
+script (`python download_glue_data.py --data_dir=glue_data --tasks=all`, from
+https://github.com/nyu-mll/GLUE-baselines) with `--data_dir`, or a TensorFlow Datasets data
+directory where `tfds build glue` ran with `--tfds_data_dir`.
+
+One run per task, for the paper's eight tasks (`all` leaves out WNLI, as the paper does; name
+it, e.g. `--task=all,wnli`, to run it too):
+
+  python experiments/run_glue.py --task=all --data_dir=glue_data --model_dir=runs/glue \
+      --export_dir=exports/glue
+
+The paper's model selection: per task, learning rate {3e-5, 3e-4, 3e-3} x epochs {3, 20} x
+adapter size {8, 64, 256} x seeds {0, 1, 2}, the setting with the best mean validation score
+over seeds, then its best seed:
+
+  python experiments/run_glue.py --task=all --data_dir=glue_data --sweep \
+      --model_dir=runs/glue_sweep --export_dir=exports/glue_sweep
+
+Written under --model_dir: `<task>/run/` (or `<task>/sweep/`, with `sweep.json` and
+`sweep.md`), the GLUE server files in `submission/` (zip them to submit; MNLI's model also
+predicts the diagnostic set, AX.tsv, when `diagnostic/` is there), and `glue_results.json`
+and `glue_results.md`, the validation scores of every task run into this --model_dir. Under
+--export_dir: `<task>/saved_model` (raw strings in) and `<task>/adapters`. Rerunning resumes.
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from experiments import common_flags
+from keras_adapters.tasks import glue
+from keras_adapters.tasks import glue_submission
+from keras_adapters.tasks import text_classification
+from keras_adapters.training import sweep
+from keras_adapters.training import task_runner
+from keras_adapters.utils import atomic_io
+
+flags.DEFINE_list("task", None,
+                  f"GLUE task(s): {', '.join(glue.GLUE_TASKS)}, or all (= "
+                  f"{','.join(glue.PAPER_GLUE_TASKS)}, the paper's tasks).")
+flags.DEFINE_string("data_dir", None,
+                    "GLUE folder of download_glue_data.py, holding CoLA/, SST-2/, MNLI/, ...")
+flags.DEFINE_string("tfds_data_dir", None,
+                    "TFDS data_dir holding glue/<task> prepared by `tfds build`; instead of "
+                    "--data_dir.")
+flags.DEFINE_string("model_dir", "runs/glue",
+                    "Root of the runs, the submission and the results; rerunning resumes.")
+flags.DEFINE_string("export_dir", None,
+                    "If set, each task's model is exported to <export_dir>/<task>/saved_model "
+                    "and <export_dir>/<task>/adapters.")
+flags.DEFINE_bool("sweep", False,
+                  "Run the grid of the --sweep_* flags per task and select on validation; "
+                  "they replace --learning_rate, --epochs, --adapter_size and --seed.")
+flags.DEFINE_list("sweep_learning_rates", ["3e-5", "3e-4", "3e-3"], "Sweep learning rates.")
+flags.DEFINE_list("sweep_epochs", ["3", "20"], "Sweep numbers of epochs.")
+flags.DEFINE_list("sweep_adapter_sizes", ["8", "64", "256"],
+                  "Sweep adapter sizes (only with --tuning=adapters).")
+flags.DEFINE_list("sweep_seeds", ["0", "1", "2"],
+                  "Sweep seeds; a setting's score is its mean over them.")
+flags.DEFINE_integer("max_train_examples", 0,
+                     "Train on a fixed subset of this many training examples (0 = all), for "
+                     "quick runs.")
+common_flags.define_run_flags()
+flags.mark_flag_as_required("task")
+
+FLAGS = flags.FLAGS
+
+RESULTS_JSON = "glue_results.json"
+RESULTS_MARKDOWN = "glue_results.md"
+SUBMISSION_DIR = "submission"
+# MNLI's splits also hold the diagnostic set under this name: the server wants the MNLI
+# model's predictions of it as AX.tsv.
+_AX_SPLIT = "ax"
+
+
+def _tasks():
+  """The task names of --task, in the order given, `all` expanded."""
+  tasks = []
+  for name in FLAGS.task:
+    if name == "all":
+      tasks.extend(glue.PAPER_GLUE_TASKS)
+      continue
+    try:
+      task = glue.glue_task(name).name
+    except ValueError as e:
+      raise app.UsageError(f"--task: {e} Or give 'all'.") from None
+    if task not in glue.GLUE_TASKS:
+      raise app.UsageError(f"--task={name}: the diagnostic set is not trained on; the MNLI "
+                           "model predicts it: run --task=mnli with diagnostic/ in --data_dir.")
+    tasks.append(task)
+  return list(dict.fromkeys(tasks))
+
+
+def _sweep_values(flag_name, parse):
+  try:
+    return [parse(value) for value in FLAGS[flag_name].value]
+  except ValueError:
+    raise app.UsageError(f"--{flag_name}={','.join(FLAGS[flag_name].value)}: give "
+                         f"comma-separated {parse.__name__} values.") from None
+
+
+def _sweep_grid():
+  """The grid of the --sweep_* flags, in the order of the trial names."""
+  grid = dict(learning_rate=_sweep_values("sweep_learning_rates", float),
+              epochs=_sweep_values("sweep_epochs", float))
+  # Other tunings have no adapters: their adapter size is not a dimension.
+  if FLAGS.tuning == "adapters":
+    grid["adapter_size"] = _sweep_values("sweep_adapter_sizes", int)
+  grid["seed"] = _sweep_values("sweep_seeds", int)
+  return grid
+
+
+def _read(task, split):
+  if FLAGS.data_dir:
+    return glue.read_glue_split(FLAGS.data_dir, task, split)
+  return glue.read_glue_tfds(task, split, FLAGS.tfds_data_dir)
+
+
+def load_splits(task):
+  """Training, labelled evaluation and test splits of `task`; for MNLI also the diagnostic set."""
+  names = ("train", *glue.splits_for(task), *glue.test_splits_for(task))
+  splits = {name: _read(task, name) for name in names}
+  if task == "mnli":
+    try:
+      splits[_AX_SPLIT] = _read("ax", "test")
+    except FileNotFoundError:
+      print("No GLUE diagnostic set found: AX.tsv, which the GLUE server wants too, is not "
+            "written (download_glue_data.py --tasks=diagnostic, or tfds build glue/ax).")
+  train = splits["train"]
+  if 0 < FLAGS.max_train_examples < len(train):
+    # A fixed subset (seed 0), the same for every run and seed of a sweep.
+    keep = np.sort(np.random.default_rng(0).permutation(len(train))[:FLAGS.max_train_examples])
+    splits["train"] = text_classification.select_examples(train, keep)
+  return splits
+
+
+def _load_all(tasks):
+  """Reads every task before any trains, so a missing file cannot end a long run midway."""
+  try:
+    return {task: load_splits(task) for task in tasks}
+  except (FileNotFoundError, ValueError) as e:
+    hint = (" Or read a prepared TFDS copy: --tfds_data_dir instead of --data_dir."
+            if FLAGS.data_dir and isinstance(e, FileNotFoundError) else "")
+    sys.exit(f"run_glue.py: error: {e}{hint}")
+
+
+def run_glue_task(task, splits, config, grid):
+  """Runs (or sweeps) one task; returns its results and the chosen trial (`None` without)."""
+  spec = glue.glue_task(task)
+  task_dir = os.path.join(FLAGS.model_dir, task)
+  export_dir = os.path.join(FLAGS.export_dir, task) if FLAGS.export_dir else None
+  if grid:
+    result = sweep.run_sweep(spec, splits, config, grid, os.path.join(task_dir, "sweep"),
+                             export_best_dir=export_dir)
+    return result.best, result.summary["choice"]["trial"]
+  run_dir = os.path.join(task_dir, "run")
+  results = task_runner.run_task(spec, splits, config, run_dir, export_dir=export_dir)
+  sweep.check_run_config(results, config, run_dir)
+  if export_dir and results.get("export_dir") != export_dir:
+    # The run had finished before this export was asked for.
+    results = sweep.rerun_finished(spec, splits, config, run_dir,
+                                   os.path.join(task_dir, "run_export"), export_dir)
+  return results, None
+
+
+def write_submission(task, predictions):
+  """Writes the GLUE server file of each predicted test split; returns their paths."""
+  paths = []
+  for split, predicted in predictions.items():
+    file_task, file_split = ("ax", "test") if split == _AX_SPLIT else (task, split)
+    paths.append(glue_submission.write_glue_submission(
+        os.path.join(FLAGS.model_dir, SUBMISSION_DIR), file_task, file_split,
+        predicted["ids"], predicted["values"]))
+  return paths
+
+
+def _scores(task, values):
+  """One split's metrics in %, in the task's order (its first is the one selected on)."""
+  return ", ".join(f"{metric} {100 * values[metric]:.2f}"
+                   for metric in glue.glue_task(task).metrics)
+
+
+def markdown_table(table):
+  """`glue_results.json`'s content as Markdown: one row per task and evaluation split."""
+  lines = [f"GLUE validation scores (%) of the runs in `{FLAGS.model_dir}`; test predictions "
+           f"for the GLUE server in `{SUBMISSION_DIR}/`.", "",
+           "| task | split | scores | trained params | % of base | train min | run |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+  for task in [task for task in glue.GLUE_TASKS if task in table]:
+    entry = table[task]
+    for split, values in entry["metrics"].items():
+      lines.append(
+          f"| {task} | {split} | {_scores(task, values)} | {entry['parameters']['trainable']:,} | "
+          f"{entry['parameters']['trainable_percent_of_base']:.2f} | "
+          f"{entry['train_seconds'] / 60:.1f} | {entry['trial'] or 'single run'} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if bool(FLAGS.data_dir) == bool(FLAGS.tfds_data_dir):
+    raise app.UsageError(
+        "Give exactly one of --data_dir (the GLUE folder of download_glue_data.py, from "
+        "https://github.com/nyu-mll/GLUE-baselines: python download_glue_data.py "
+        "--data_dir=glue_data --tasks=all) and --tfds_data_dir (a TFDS data_dir where `tfds "
+        "build glue` ran).")
+  if FLAGS.max_train_examples < 0:
+    raise app.UsageError(f"--max_train_examples={FLAGS.max_train_examples}: give 0 (all) or "
+                         "a positive number.")
+  tasks = _tasks()
+  grid = _sweep_grid() if FLAGS.sweep else None
+  try:
+    config = common_flags.run_config_from_flags()
+    if grid:
+      sweep.expand_grid(config, grid)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  data = _load_all(tasks)
+
+  results_path = os.path.join(FLAGS.model_dir, RESULTS_JSON)
+  table = {}
+  if os.path.isfile(results_path):
+    with open(results_path, encoding="utf-8") as f:
+      table = json.load(f)
+  for task, splits in data.items():
+    print(f"{task}: {', '.join(f'{name} {len(split):,}' for name, split in splits.items())} "
+          "examples")
+    try:
+      results, trial = run_glue_task(task, splits, config, grid)
+    except sweep.ConfigMismatchError as e:
+      sys.exit(f"run_glue.py: error: {e}")
+    submission = write_submission(task, results["predictions"])
+    for split, values in results["metrics"].items():
+      print(f"{task} {split}: {_scores(task, values)}")
+    parameters = results["parameters"]
+    print(f"{task}: {parameters['trainable']:,} trained parameters "
+          f"({parameters['trainable_percent_of_base']:.2f}% of the base)"
+          f"{f', chosen trial {trial}' if trial else ''}; wrote {', '.join(submission)}")
+    if results.get("export_dir"):
+      print(f"{task}: exported to {results['export_dir']}")
+    table[task] = dict(metrics=results["metrics"], parameters=results["parameters"],
+                       train_seconds=results["train_seconds"], config=results["config"],
+                       trial=trial, export_dir=results.get("export_dir"),
+                       submission=[os.path.basename(path) for path in submission])
+    # Written after every task, so a long run's finished tasks are on record.
+    atomic_io.write_json(results_path, table)
+    atomic_io.write_text(os.path.join(FLAGS.model_dir, RESULTS_MARKDOWN), markdown_table(table))
+  print(f"Results: {results_path} and {RESULTS_MARKDOWN}; submission files in "
+        f"{os.path.join(FLAGS.model_dir, SUBMISSION_DIR)}.")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,231 @@
+"""Tests for method_comparison: the methods × seeds loop, its statistics and its tables.
+
+`run_fn` is replaced by a fake that records its calls and returns canned results, so no
+model is built or trained here.
+"""
+
+import json
+import math
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.training import method_comparison
+from keras_adapters.training import task_runner
+
+_SPEC = examples_lib.TaskSpec(name="toy", text_fields=("text",), label_names=("a", "b"),
+                              metrics=("accuracy", "f1"))
+
+
+def _examples(n):
+  return examples_lib.TextExamples(ids=[str(i) for i in range(n)],
+                                   texts=([f"w{i}" for i in range(n)],),
+                                   labels=np.zeros(n, np.int32))
+
+
+_SPLITS = dict(train=_examples(10), validation=_examples(3), test=_examples(4))
+
+
+def _base_config(**overrides):
+  return task_runner.RunConfig(hub_handle="/nowhere/encoder",
+                               preprocess_handle="/nowhere/preprocess", epochs=2.0,
+                               batch_size=8, max_seq_length=16, **overrides)
+
+
+class _FakeRun:
+  """Stands in for `task_runner.run_task`: records each call, returns canned results."""
+
+  def __init__(self, accuracy, trainable=None, seconds=None):
+    self.accuracy = accuracy  # (tuning, seed) -> test accuracy in [0, 1].
+    self.trainable = trainable or {}  # (tuning, seed) -> trainable parameters.
+    self.seconds = seconds or {}  # (tuning, seed) -> seconds per epoch.
+    self.calls = []
+
+  def __call__(self, spec, splits, config, model_dir, **kwargs):
+    self.calls.append(dict(spec=spec, splits=splits, config=config, model_dir=model_dir,
+                           kwargs=kwargs))
+    key = (config.tuning, config.seed)
+    return dict(
+        metrics=dict(test=dict(accuracy=self.accuracy[key], f1=0.0),
+                     validation=dict(accuracy=0.0, f1=0.0)),
+        parameters=dict(trainable=self.trainable.get(key, 1000),
+                        trainable_percent_of_base=1.5),
+        seconds_per_epoch=self.seconds.get(key, 10.0))
+
+
+class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
+
+  @parameterized.parameters(*method_comparison.METHODS)
+  def test_overrides_follow_methods(self, method):
+    """Each method's tuning and learning rate come from METHODS; the rest of the base stays."""
+    config = method_comparison.method_config(_base_config(), method, num_layers=6)
+    self.assertEqual(config.tuning, method_comparison.METHODS[method]["tuning"])
+    self.assertEqual(config.learning_rate, method_comparison.METHODS[method]["learning_rate"])
+    self.assertEqual((config.epochs, config.batch_size, config.max_seq_length),
+                     (2.0, 8, 16))
+    # Only adapter runs carry an adapter size; baselines have none.
+    self.assertEqual(config.adapter_size, 64 if method == "adapters" else None)
+
+  @parameterized.parameters((12, None, 6), (6, None, 3), (3, None, 1), (1, None, 1),
+                            (12, 2, 2))
+  def test_top_k_default_is_half_the_layers(self, num_layers, base_top_k, expected):
+    """top_k trains num_layers // 2 layers (at least one) unless the base config sets k."""
+    config = method_comparison.method_config(_base_config(top_k=base_top_k), "top_k",
+                                             num_layers)
+    self.assertEqual(config.top_k, expected)
+
+  def test_unknown_method_lists_the_methods(self):
+    """A misspelt method is a ValueError naming every valid method."""
+    with self.assertRaisesRegex(ValueError, "'adaptors'") as raised:
+      method_comparison.method_config(_base_config(), "adaptors", num_layers=2)
+    for method in method_comparison.METHODS:
+      self.assertIn(repr(method), str(raised.exception))
+
+
+class CompareMethodsTest(tf.test.TestCase):
+
+  def _compare(self, run, methods, seeds, num_layers=6, **kwargs):
+    root = self.create_tempdir().full_path
+    root_dir, results_dir = os.path.join(root, "runs"), os.path.join(root, "results", "toy")
+    summary = method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), methods, seeds, root_dir, results_dir, num_layers,
+        run_fn=run, **kwargs)
+    return summary, root_dir, results_dir
+
+  def test_runs_every_method_with_every_seed(self):
+    """One run per method and seed, in order, each with its method's config, the seed and
+    its own folder under root_dir; nothing trained into results_dir."""
+    accuracy = {(t, s): 0.5 for t in ("adapters", "layer_norm", "top_k") for s in (0, 1, 2)}
+    run = _FakeRun(accuracy)
+    _, root_dir, results_dir = self._compare(run, ["adapters", "layer_norm", "top_k"],
+                                             [0, 1, 2], num_layers=6)
+    self.assertLen(run.calls, 9)
+    got = [(c["config"].tuning, c["config"].seed, c["config"].learning_rate,
+            c["config"].top_k, c["config"].adapter_size) for c in run.calls]
+    self.assertEqual(got, [("adapters", s, 1e-3, None, 64) for s in (0, 1, 2)]
+                     + [("layer_norm", s, 3e-3, None, None) for s in (0, 1, 2)]
+                     + [("top_k", s, 1e-4, 3, None) for s in (0, 1, 2)])
+    self.assertEqual([c["model_dir"] for c in run.calls],
+                     [os.path.join(root_dir, f"{m}-seed{s}")
+                      for m in ("adapters", "layer_norm", "top_k") for s in (0, 1, 2)])
+    for call in run.calls:
+      self.assertIs(call["spec"], _SPEC)
+      self.assertIs(call["splits"], _SPLITS)
+      self.assertEqual(call["kwargs"], dict(progress_bar=False))
+      # The shared budget is untouched.
+      self.assertEqual((call["config"].epochs, call["config"].batch_size,
+                        call["config"].max_seq_length, call["config"].hub_handle),
+                       (2.0, 8, 16, "/nowhere/encoder"))
+    self.assertEqual(sorted(os.listdir(results_dir)), ["comparison.json", "comparison.md"])
+
+  def test_mean_and_standard_error(self):
+    """Scores are the spec's first metric on the eval split in percent; mean and s.e.m.
+    (sample std / sqrt(n)) over seeds match hand-computed values."""
+    accuracy = {("adapters", 0): 0.8, ("adapters", 1): 0.9, ("adapters", 2): 0.7,
+                ("full", 0): 0.5, ("full", 1): 0.7, ("full", 2): 0.6}
+    run = _FakeRun(accuracy, trainable={("adapters", 0): 1234, ("full", 0): 99999},
+                   seconds={("adapters", 0): 10.0, ("adapters", 1): 20.0,
+                            ("adapters", 2): 30.0})
+    summary, _, _ = self._compare(run, ["adapters", "full"], [0, 1, 2])
+    adapters, full = summary["rows"]
+    self.assertEqual(summary["metric"], "accuracy")
+    self.assertEqual(adapters["method"], "adapters")
+    self.assertEqual(adapters["seeds"], [0, 1, 2])
+    self.assertAllClose(adapters["scores"], [80.0, 90.0, 70.0])
+    self.assertAlmostEqual(adapters["mean"], 80.0)
+    # Deviations -0, 10, -10: sample variance 100, so s.e.m. 10 / sqrt(3).
+    self.assertAlmostEqual(adapters["sem"], 10.0 / math.sqrt(3))
+    self.assertAlmostEqual(full["mean"], 60.0)
+    self.assertAlmostEqual(full["sem"], 10.0 / math.sqrt(3))
+    self.assertEqual(adapters["trainable_parameters"], 1234)
+    self.assertEqual(full["trainable_parameters"], 99999)
+    self.assertAlmostEqual(adapters["seconds_per_epoch"], 20.0)
+    self.assertEqual(adapters["config"]["tuning"], "adapters")
+    self.assertEqual(full["config"]["learning_rate"], 5e-5)
+
+  def test_two_seeds_and_one_seed(self):
+    """Two seeds 50 and 70 give mean 60 ± 10; a single seed has s.e.m. 0, not NaN."""
+    run = _FakeRun({("adapters", 3): 0.5, ("adapters", 4): 0.7, ("layer_norm", 3): 0.42})
+    summary, _, _ = self._compare(run, ["adapters"], [3, 4])
+    self.assertAlmostEqual(summary["rows"][0]["mean"], 60.0)
+    self.assertAlmostEqual(summary["rows"][0]["sem"], 10.0)
+    summary, _, _ = self._compare(run, ["layer_norm"], [3])
+    self.assertAlmostEqual(summary["rows"][0]["mean"], 42.0)
+    self.assertEqual(summary["rows"][0]["sem"], 0.0)
+
+  def test_eval_split_selects_the_scored_split(self):
+    """eval_split picks which split's metric is averaged and how many examples it has."""
+    run = _FakeRun({("adapters", 0): 0.9})
+    summary, _, _ = self._compare(run, ["adapters"], [0], eval_split="validation")
+    self.assertEqual(summary["rows"][0]["scores"], [0.0])
+    self.assertEqual((summary["eval_split"], summary["eval_examples"]), ("validation", 3))
+
+  def test_writes_json_and_markdown(self):
+    """comparison.json holds the returned summary (one row per method, in order);
+    comparison.md is markdown_table of it."""
+    accuracy = {(t, s): 0.25 * (s + 1) for t in ("adapters", "layer_norm") for s in (0, 1)}
+    summary, _, results_dir = self._compare(_FakeRun(accuracy), ["layer_norm", "adapters"],
+                                            [0, 1])
+    with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
+      written = json.load(f)
+    self.assertEqual(written, json.loads(json.dumps(summary)))
+    self.assertEqual([row["method"] for row in written["rows"]], ["layer_norm", "adapters"])
+    self.assertEqual([row["scores"] for row in written["rows"]], [[25.0, 50.0]] * 2)
+    self.assertEqual(
+        {k: written[k] for k in ("task", "metric", "eval_split", "train_examples",
+                                 "eval_examples", "epochs", "max_seq_length", "batch_size")},
+        dict(task="toy", metric="accuracy", eval_split="test", train_examples=10,
+             eval_examples=4, epochs=2.0, max_seq_length=16, batch_size=8))
+    with open(os.path.join(results_dir, "comparison.md"), encoding="utf-8") as f:
+      self.assertEqual(f.read(), method_comparison.markdown_table(summary))
+
+  def test_unknown_method_fails_before_writing(self):
+    """An unknown method is a ValueError naming the valid ones; no table is written."""
+    run = _FakeRun({})
+    root = self.create_tempdir().full_path
+    with self.assertRaisesRegex(ValueError, r"Unknown method 'bogus'.*'adapters'"):
+      method_comparison.compare_methods(_SPEC, _SPLITS, _base_config(), ["bogus"], [0],
+                                        root, root, 2, run_fn=run)
+    self.assertEmpty(run.calls)
+    self.assertEmpty(os.listdir(root))
+
+
+class MarkdownTableTest(tf.test.TestCase):
+
+  def test_format(self):
+    """A caption with the budget, a header, then one row per method: seed count,
+    mean ± s.e.m. to 2 decimals, thousands separators, percent, whole seconds."""
+    summary = dict(
+        task="toy", metric="accuracy", eval_split="test", train_examples=12345,
+        eval_examples=1500, epochs=3.0, max_seq_length=128, batch_size=32,
+        rows=[dict(method="adapters", seeds=[0, 1, 2], mean=91.234, sem=0.456,
+                   trainable_parameters=1234567, trainable_percent_of_base=3.6049,
+                   seconds_per_epoch=41.6),
+              dict(method="full", seeds=[0], mean=92.0, sem=0.0,
+                   trainable_parameters=109482240, trainable_percent_of_base=100.0,
+                   seconds_per_epoch=100.2)])
+    self.assertEqual(
+        method_comparison.markdown_table(summary),
+        "Task `toy`: test accuracy (%), mean ± s.e.m. over seeds; 12,345 training examples, "
+        "3 epoch(s), batch 32, 128 tokens max, 1,500 evaluation examples.\n"
+        "\n"
+        "| method | seeds | score | trained params / task | % of base | s / epoch |\n"
+        "|---|---|---|---|---|---|\n"
+        "| adapters | 3 | 91.23 ± 0.46 | 1,234,567 | 3.60 | 42 |\n"
+        "| full | 1 | 92.00 ± 0.00 | 109,482,240 | 100.00 | 100 |\n")
+
+  def test_fractional_epochs(self):
+    """A fractional budget is shown as such (0.5 epoch(s)), not rounded."""
+    summary = dict(task="t", metric="f1", eval_split="validation", train_examples=10,
+                   eval_examples=2, epochs=0.5, max_seq_length=16, batch_size=4, rows=[])
+    table = method_comparison.markdown_table(summary)
+    self.assertIn("validation f1 (%)", table)
+    self.assertIn("0.5 epoch(s)", table)
+    self.assertLen(table.splitlines(), 4)
+
+
+if __name__ == "__main__":
+  tf.test.main()

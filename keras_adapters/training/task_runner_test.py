@@ -1,0 +1,278 @@
+"""Tests for task_runner.run_task: train, score, predict, export and record one task.
+
+The encoder is the tiny random TF Hub encoder of `keras_adapters.hub.testing` with a
+preprocessing SavedModel built from its vocab, so every text is made of real tokens (`w0`,
+`w1`, ...). One classification run (shared by several tests) is trained in `setUpClass`.
+"""
+
+import json
+import os
+import shutil
+from unittest import mock
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_hub as hub
+
+import keras_adapters
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.training import task_runner
+from keras_adapters.training import trainer as trainer_lib
+
+_SEQ_LENGTH = 16
+_LABEL_NAMES = ("red", "green", "blue")
+# Class c uses only words of group c, so the label is learnable from the tokens.
+_GROUPS = [testing.TINY_WORDS[i * 20:(i + 1) * 20] for i in range(3)]
+
+
+def _classification_examples(count, seed, labelled=True, prefix="x"):
+  rng = np.random.default_rng(seed)
+  labels = np.arange(count, dtype=np.int32) % 3
+  texts = [" ".join(rng.choice(_GROUPS[label], size=rng.integers(3, 7))) for label in labels]
+  return examples_lib.TextExamples(ids=[f"{prefix}{i}" for i in range(count)], texts=(texts,),
+                                   labels=labels if labelled else None)
+
+
+def _regression_examples(count, seed):
+  """The score is the share of `blue` words in the text."""
+  rng = np.random.default_rng(seed)
+  texts, scores = [], []
+  for _ in range(count):
+    num_blue = int(rng.integers(0, 5))
+    words = list(rng.choice(_GROUPS[2], num_blue)) + list(rng.choice(_GROUPS[0], 4 - num_blue))
+    texts.append(" ".join(rng.permutation(words)))
+    scores.append(num_blue / 4)
+  return examples_lib.TextExamples(ids=[str(i) for i in range(count)], texts=(texts,),
+                                   labels=np.array(scores, np.float32))
+
+
+class _RecordingTrainer(trainer_lib.Trainer):
+  """A real Trainer that remembers itself, so a test can reach the trained model."""
+  instances = []
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    _RecordingTrainer.instances.append(self)
+
+
+class _NoTrainer:
+  """Fails the test if run_task builds a Trainer."""
+
+  def __init__(self, *args, **kwargs):
+    raise AssertionError("run_task trained although the run had finished.")
+
+
+class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_runner_test")
+    shutil.rmtree(cls.root, ignore_errors=True)
+    os.makedirs(cls.root)
+    cls.hub_handle = testing.save_tiny_hub_encoder(os.path.join(cls.root, "encoder"))
+    cls.preprocess_handle = preprocessing.build_preprocessing_savedmodel(
+        testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt")),
+        os.path.join(cls.root, "preprocess"), default_seq_length=_SEQ_LENGTH)
+    cls.spec = examples_lib.TaskSpec(name="colours", text_fields=("text",),
+                                     label_names=_LABEL_NAMES)
+    cls.splits = dict(train=_classification_examples(18, seed=0),
+                      validation=_classification_examples(6, seed=1),
+                      test=_classification_examples(6, seed=2),
+                      unlabelled=_classification_examples(4, seed=3, labelled=False,
+                                                          prefix="u"))
+    cls.config = cls._config()
+    cls.model_dir = os.path.join(cls.root, "run")
+    cls.export_dir = os.path.join(cls.root, "export")
+    _RecordingTrainer.instances.clear()
+    with mock.patch.object(trainer_lib, "Trainer", _RecordingTrainer):
+      cls.results = task_runner.run_task(cls.spec, cls.splits, cls.config, cls.model_dir,
+                                         export_dir=cls.export_dir, progress_bar=False)
+    (trainer,) = _RecordingTrainer.instances
+    cls.trained_model = trainer.model
+
+  @classmethod
+  def _config(cls, **overrides):
+    values = dict(hub_handle=cls.hub_handle, preprocess_handle=cls.preprocess_handle,
+                  adapter_size=4, learning_rate=1e-2, epochs=1.0, batch_size=8,
+                  max_seq_length=_SEQ_LENGTH, checkpoint_every_steps=100)
+    values.update(overrides)
+    return task_runner.RunConfig(**values)
+
+  def _fresh_model(self, num_classes=3, tuning="adapters", adapter_size=4):
+    return classifier.build_classifier(
+        adapted_bert.AdaptedBert(self.hub_handle, adapter_size=adapter_size, tuning=tuning),
+        num_classes)
+
+  def test_results_have_metrics_parameters_and_timings(self):
+    """Labelled non-train splits get the spec's metrics; parameter counts and timings are
+    recorded; results.json holds the returned dict."""
+    results = self.results
+    self.assertCountEqual(results["metrics"], ["validation", "test"])
+    for split in ("validation", "test"):
+      self.assertEqual(list(results["metrics"][split]), ["accuracy"])
+      self.assertBetween(results["metrics"][split]["accuracy"], 0.0, 1.0)
+    parameters = results["parameters"]
+    self.assertGreater(parameters["trainable"], 0)
+    self.assertLess(parameters["trainable"], parameters["total"])
+    self.assertGreater(parameters["adapters"], 0)
+    self.assertLess(parameters["adapters"], parameters["trainable"])
+    self.assertAllClose(parameters["trainable_percent_of_base"],
+                        100.0 * parameters["trainable"] / parameters["base"])
+    self.assertGreater(results["seconds_per_epoch"], 0.0)
+    self.assertGreater(results["train_seconds"], 0.0)
+    self.assertGreater(results["total_seconds"], 0.0)
+    # 18 examples in batches of 8 are 3 steps for 1 epoch.
+    self.assertEqual((results["train_examples"], results["num_train_steps"]), (18, 3))
+    self.assertEqual(results["task"], "colours")
+    self.assertEqual(results["config"]["adapter_size"], 4)
+    self.assertEqual(results["export_dir"], self.export_dir)
+    with open(os.path.join(self.model_dir, task_runner.RESULTS_FILE), encoding="utf-8") as f:
+      self.assertEqual(json.load(f), results)
+
+  def test_metrics_score_the_trained_model(self):
+    """The recorded accuracy is the trained model's accuracy on each split."""
+    preprocessor = hub.load(self.preprocess_handle)
+    for split in ("validation", "test"):
+      logits = task_runner.predict(self.trained_model, self.splits[split], preprocessor,
+                                   self.config)
+      self.assertEqual(logits.shape, (6, 3))
+      self.assertAllClose(self.results["metrics"][split]["accuracy"],
+                          np.mean(np.argmax(logits, -1) == self.splits[split].labels))
+
+  def test_unlabelled_split_gets_predictions(self):
+    """A split without labels gets class-id predictions with its ids, not metrics."""
+    self.assertNotIn("unlabelled", self.results["metrics"])
+    self.assertCountEqual(self.results["predictions"], ["unlabelled"])
+    predictions = self.results["predictions"]["unlabelled"]
+    self.assertEqual(predictions["ids"], ["u0", "u1", "u2", "u3"])
+    logits = task_runner.predict(self.trained_model, self.splits["unlabelled"],
+                                 hub.load(self.preprocess_handle), self.config)
+    self.assertEqual(predictions["values"], np.argmax(logits, -1).tolist())
+
+  def test_exported_saved_model_serves_raw_strings(self):
+    """The exported SavedModel maps raw strings to probabilities that sum to 1 and equal
+    the softmax of `predict`'s logits."""
+    texts = list(self.splits["test"].texts[0])
+    served = tf.saved_model.load(os.path.join(self.export_dir, "saved_model")).signatures[
+        "serving_default"](text=tf.constant(texts))["probabilities"].numpy()
+    self.assertEqual(served.shape, (6, 3))
+    self.assertAllClose(served.sum(axis=1), np.ones(6), atol=1e-6)
+    logits = task_runner.predict(self.trained_model, self.splits["test"],
+                                 hub.load(self.preprocess_handle), self.config)
+    self.assertAllClose(served, tf.nn.softmax(logits).numpy(), atol=1e-5)
+
+  def test_exported_adapters_reload_into_a_fresh_model(self):
+    """`load_adapters` on a freshly built model reproduces the trained model's logits;
+    the artifact's metadata names the task, fields, labels and sequence length."""
+    model = self._fresh_model()
+    preprocessor = hub.load(self.preprocess_handle)
+    examples = self.splits["test"]
+    before = task_runner.predict(model, examples, preprocessor, self.config)
+    expected = task_runner.predict(self.trained_model, examples, preprocessor, self.config)
+    self.assertNotAllClose(before, expected)  # The test would be void otherwise.
+    keras_adapters.load_adapters(model, os.path.join(self.export_dir, "adapters"))
+    self.assertAllClose(task_runner.predict(model, examples, preprocessor, self.config),
+                        expected, atol=1e-6, rtol=0)
+    with open(os.path.join(self.export_dir, "adapters", "adapter_config.json"),
+              encoding="utf-8") as f:
+      metadata = json.load(f)["metadata"]
+    self.assertEqual(metadata, dict(task="colours", text_fields=["text"],
+                                    label_names=list(_LABEL_NAMES),
+                                    max_seq_length=_SEQ_LENGTH))
+
+  def test_finished_run_is_not_trained_again(self):
+    """A second call with the same model_dir returns the recorded results and builds no
+    Trainer, even with other splits and config."""
+    with mock.patch.object(trainer_lib, "Trainer", _NoTrainer):
+      again = task_runner.run_task(self.spec, dict(train=self.splits["train"]),
+                                   self._config(epochs=5.0), self.model_dir,
+                                   progress_bar=False)
+    self.assertEqual(again, json.loads(json.dumps(self.results)))
+
+  def test_trained_run_without_results_restores_the_checkpoint(self):
+    """If training finished but results.json was never written, run_task trains no step,
+    restores the final checkpoint and scores exactly what the trained model scored."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self.model_dir, model_dir)
+    os.remove(os.path.join(model_dir, task_runner.RESULTS_FILE))
+    with mock.patch.object(trainer_lib.Trainer, "_train_loop",
+                           side_effect=AssertionError("trained again")):
+      results = task_runner.run_task(self.spec, self.splits, self.config, model_dir,
+                                     progress_bar=False)
+    self.assertEqual(results["metrics"], self.results["metrics"])
+    self.assertEqual(results["predictions"], self.results["predictions"])
+    self.assertEqual(results["parameters"], self.results["parameters"])
+    self.assertTrue(os.path.isfile(os.path.join(model_dir, task_runner.RESULTS_FILE)))
+
+  def test_regression_task(self):
+    """A task with label_names=None trains one output on float labels, reports the spec's
+    regression metrics, and exports a SavedModel serving one score per text."""
+    spec = examples_lib.TaskSpec(name="blueness", text_fields=("text",), label_names=None,
+                                 metrics=("pearson", "spearman"))
+    splits = dict(train=_regression_examples(16, seed=0),
+                  test=_regression_examples(8, seed=1))
+    root = self.create_tempdir().full_path
+    export_dir = os.path.join(root, "export")
+    _RecordingTrainer.instances.clear()
+    with mock.patch.object(trainer_lib, "Trainer", _RecordingTrainer):
+      results = task_runner.run_task(spec, splits, self._config(), os.path.join(root, "run"),
+                                     export_dir=export_dir, progress_bar=False)
+    model = _RecordingTrainer.instances[-1].model
+    self.assertEqual(model.output_shape, (None, 1))
+    self.assertEqual(list(results["metrics"]), ["test"])
+    self.assertEqual(list(results["metrics"]["test"]), ["pearson", "spearman"])
+    for value in results["metrics"]["test"].values():
+      self.assertBetween(value, -1.0, 1.0)
+    self.assertGreater(results["parameters"]["adapters"], 0)
+    texts = list(splits["test"].texts[0])
+    scores = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
+        "serving_default"](text=tf.constant(texts))["scores"].numpy()
+    expected = task_runner.predict(model, splits["test"], hub.load(self.preprocess_handle),
+                                   self._config())[:, 0]
+    self.assertAllClose(scores, expected, atol=1e-5)
+    with open(os.path.join(export_dir, "adapters", "adapter_config.json"),
+              encoding="utf-8") as f:
+      self.assertIsNone(json.load(f)["metadata"]["label_names"])
+
+  def test_layer_norm_tuning_trains_no_adapters(self):
+    """tuning="layer_norm" drops the adapter size and trains LayerNorms and head only."""
+    config = self._config(tuning="layer_norm")
+    self.assertIsNone(config.adapter_size)
+    splits = dict(train=self.splits["train"], test=self.splits["test"])
+    results = task_runner.run_task(self.spec, splits, config,
+                                   os.path.join(self.create_tempdir().full_path, "run"),
+                                   progress_bar=False)
+    parameters = results["parameters"]
+    self.assertEqual(parameters["adapters"], 0)
+    self.assertGreater(parameters["trainable"], 0)
+    self.assertLess(parameters["trainable"], self.results["parameters"]["trainable"])
+    self.assertEqual(parameters["total"], parameters["base"] + 16 * 3 + 3)
+    self.assertIn("accuracy", results["metrics"]["test"])
+    self.assertIsNone(results["config"]["adapter_size"])
+
+  @parameterized.named_parameters(
+      ("zero_epochs", dict(epochs=0.0)),
+      ("negative_batch_size", dict(batch_size=-1)),
+      ("zero_learning_rate", dict(learning_rate=0.0)))
+  def test_invalid_config(self, overrides):
+    """Non-positive epochs, batch size or learning rate are refused with a ValueError."""
+    with self.assertRaisesRegex(ValueError, "must be positive"):
+      self._config(**overrides)
+
+  def test_missing_train_split(self):
+    """Splits without "train" are a ValueError naming the splits given; nothing is written."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    with self.assertRaisesRegex(ValueError, r"'train' split.*\['test', 'validation'\]"):
+      task_runner.run_task(self.spec, dict(validation=self.splits["validation"],
+                                           test=self.splits["test"]), self.config, model_dir)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, task_runner.RESULTS_FILE)))
+
+
+if __name__ == "__main__":
+  tf.test.main()
