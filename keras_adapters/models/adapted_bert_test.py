@@ -2,7 +2,6 @@
 
 import inspect
 import os
-import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -147,14 +146,14 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_missing_handle_raises_with_path(self):
     """A handle that is neither a URL nor a folder is a HubEncoderError naming the path."""
-    missing = os.path.join(self.tmp_dir, "no_such_encoder")
+    missing = os.path.join(self.create_tempdir().full_path, "no_such_encoder")
     with self.assertRaisesRegex(hub_encoder.HubEncoderError, f"No TF Hub encoder at.*{missing}"):
       adapted_bert.AdaptedBert(missing, adapter_size=4)
     self.assertTrue(issubclass(hub_encoder.HubEncoderError, ValueError))
 
   def test_folder_without_saved_model_raises(self):
     """An existing folder with no SavedModel is a HubEncoderError mentioning saved_model.pb."""
-    empty = tempfile.mkdtemp(dir=self.tmp_dir)
+    empty = self.create_tempdir().full_path
     with self.assertRaisesRegex(hub_encoder.HubEncoderError, r"saved_model\.pb"):
       adapted_bert.AdaptedBert(empty, adapter_size=4)
 
@@ -162,7 +161,7 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     """A SavedModel that is not a BERT encoder is a HubEncoderError saying so."""
     module = tf.Module()
     module.weight = tf.Variable(tf.ones([3]), name="weight")
-    path = os.path.join(self.tmp_dir, "not_bert")
+    path = os.path.join(self.create_tempdir().full_path, "not_bert")
     tf.saved_model.save(module, path)
     with self.assertRaisesRegex(hub_encoder.HubEncoderError,
                                 r"not a BERT encoder.*word_embeddings/embeddings"):
