@@ -10,13 +10,13 @@ WNLI; the label name for MNLI, AX, QNLI and RTE; a score in [0, 5] with 3 decima
 
 import collections
 import os
-import tempfile
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from keras_adapters.tasks import glue
 from keras_adapters.tasks import metrics
+from keras_adapters.utils import atomic_io
 
 _HEADER = "index\tprediction"
 
@@ -96,23 +96,6 @@ def format_predictions(task: str, predictions) -> List[str]:
           for class_id in metrics.as_class_ids(predictions, spec.num_classes)]
 
 
-def _write_atomically(path: str, text: str) -> None:
-  """Writes `text` to `path` so that readers see the old file or the new one, never a part."""
-  directory, name = os.path.split(path)
-  handle, temp_path = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-  try:
-    with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    # mkstemp makes the file private; a submission is meant to be read by others.
-    os.chmod(temp_path, 0o644)
-    os.replace(temp_path, path)
-  except BaseException:
-    os.unlink(temp_path)
-    raise
-
-
 def write_glue_submission(output_dir: str, task: str, split: str, ids: Sequence[str],
                           predictions) -> str:
   """Writes one test set's predictions as the GLUE server expects them.
@@ -144,7 +127,7 @@ def write_glue_submission(output_dir: str, task: str, split: str, ids: Sequence[
     raise ValueError(f"Id {repeated!r} occurs more than once in the ids for "
                      f"{os.path.basename(path)}; pass the ids of the test split as read.")
   os.makedirs(output_dir, exist_ok=True)
-  _write_atomically(path, "".join(f"{line}\n" for line in [
+  atomic_io.write_text(path, "".join(f"{line}\n" for line in [
       _HEADER, *(f"{example_id}\t{row}" for example_id, row in zip(ids, rows))]))
   return path
 

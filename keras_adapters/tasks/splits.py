@@ -11,13 +11,13 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import text_classification
+from keras_adapters.utils import atomic_io
 
 TaskSpec = examples_lib.TaskSpec
 TextExamples = examples_lib.TextExamples
@@ -222,20 +222,7 @@ def save_split_manifest(path: str, manifest: SplitManifest) -> None:
       "class_counts": manifest.class_counts,
       "ids": {split: list(manifest.ids[split]) for split in SPLIT_NAMES},
   }
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
-  handle, temp_path = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
-                                       suffix=".tmp")
-  try:
-    with os.fdopen(handle, "w", encoding="utf-8") as f:
-      json.dump(record, f, ensure_ascii=False, indent=1)
-      f.write("\n")
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(temp_path, path)
-  except BaseException:
-    os.unlink(temp_path)
-    raise
+  atomic_io.write_text(path, json.dumps(record, ensure_ascii=False, indent=1) + "\n")
 
 
 def load_split_manifest(path: str) -> SplitManifest:

@@ -171,7 +171,7 @@ def test_failed_save_keeps_the_old_manifest(tmp_path, monkeypatch):
   def fail(*args, **kwargs):
     raise OSError("disk full")
 
-  monkeypatch.setattr(json, "dump", fail)
+  monkeypatch.setattr(os, "fsync", fail)
   with pytest.raises(OSError, match="disk full"):
     splits.save_split_manifest(path, splits.make_split_manifest(spec, examples, seed=9))
   monkeypatch.undo()

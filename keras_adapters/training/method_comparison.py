@@ -54,9 +54,10 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     The summary dict written to `comparison.json`.
   """
   metric = spec.metrics[0]
+  # Every method is checked before the first (long) run starts.
+  configs = {method: method_config(base_config, method, num_layers) for method in methods}
   rows = []
-  for method in methods:
-    config = method_config(base_config, method, num_layers)
+  for method, config in configs.items():
     runs = [run_fn(spec, splits, dataclasses.replace(config, seed=seed),
                    os.path.join(root_dir, f"{method}-seed{seed}"), progress_bar=False)
             for seed in seeds]

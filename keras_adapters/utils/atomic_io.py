@@ -45,6 +45,8 @@ def write_bytes(path, data):
       f.write(data)
       f.flush()
       os.fsync(f.fileno())
+    # mkstemp makes the file private; results and manifests are meant to be shared.
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
