@@ -126,13 +126,12 @@ def run_task(spec: examples_lib.TaskSpec,
       model = model_fn()
     tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
 
+  steps_run = max(train_result.step - train_result.start_step, 1)
   results = dict(
       task=spec.name, config=dataclasses.asdict(config),
       train_examples=len(train), num_train_steps=num_train_steps,
       train_seconds=train_result.wall_time_s,
-      seconds_per_epoch=train_result.wall_time_s / max(train_result.step
-                                                       - train_result.start_step, 1)
-      * steps_per_epoch,
+      seconds_per_epoch=train_result.wall_time_s / steps_run * steps_per_epoch,
       examples_per_second=train_result.examples_per_sec,
       parameters=_parameter_counts(model), metrics={}, predictions={})
   for name, split in splits.items():
@@ -179,9 +178,8 @@ def _prediction_values(spec, outputs):
 def _loss_fn(spec):
   if spec.is_regression:
     return lambda labels, outputs: tf.square(tf.cast(labels, tf.float32) - outputs[:, 0])
-  loss = keras.losses.SparseCategoricalCrossentropy(
+  return keras.losses.SparseCategoricalCrossentropy(
       from_logits=True, reduction=keras.losses.Reduction.NONE)
-  return loss
 
 
 def _parameter_counts(model):
