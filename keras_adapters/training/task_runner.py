@@ -165,7 +165,11 @@ def predict(model, examples, preprocessor, config):
   dataset = features.make_dataset(
       examples, preprocessor, max_seq_length=config.max_seq_length,
       batch_size=max(config.batch_size, 64), shuffle=False)
-  call = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
+
+  @tf.function(reduce_retracing=True, autograph=False)
+  def call(inputs):
+    return model(inputs, training=False)
+
   outputs = [call(batch[0] if isinstance(batch, tuple) else batch).numpy()
              for batch in dataset]
   return np.concatenate(outputs, axis=0)

@@ -1,0 +1,145 @@
+"""Training-step time, peak memory and inference overhead of adapters on a BERT encoder.
+
+On one batch of random token ids (full mask), in one invocation:
+
+* the median time of a training step (forward, cross-entropy on a 3-class head, gradients of
+  the trainable variables only, Adam update) and the peak resident memory, for adapter tuning
+  (m=64), LayerNorm-only tuning and full fine-tuning;
+* the median inference latency of the encoder without and with adapters (m=64);
+* adapter step / full step and the adapters' inference overhead, against their targets.
+
+Every setup runs in its own child process, so its peak memory is its own. Full benchmark, on
+an otherwise idle machine:
+
+  python bench/adapter_speed.py
+
+Results go to bench/results/adapter_speed.json and a Markdown table on stdout.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import harness
+import keras_adapters
+from keras_adapters.utils import atomic_io
+
+_NUM_CLASSES = 3
+# Targets of the issue "Benchmark bench/". A full step costs about 3 forward passes (forward,
+# activation gradients, weight gradients); with the base frozen its weight gradients are never
+# computed, so an adapter step costs about 2: a FLOP bound of about 0.67. Two adapters of size
+# m add 4*d*m multiply-adds per token and block to the base's 12*d*d in its dense layers: about
+# 5.5% at m=64, d=384 (all-MiniLM-L6-v2).
+_MAX_ADAPTER_STEP_RATIO = 0.70
+_MAX_ADAPTER_INFERENCE_OVERHEAD = 0.08
+# The setups of `harness.SETUPS` measured, in run order; inference compares the encoder
+# without adapters ("full") with the one with them.
+_TRAIN_SETUPS = ("adapters", "layer_norm", "full")
+_INFERENCE_SETUPS = {"without_adapters": "full", "with_adapters": "adapters"}
+
+flags.DEFINE_integer("steps", 10, "Timed steps (or forward passes) per setup.", lower_bound=1)
+flags.DEFINE_integer("warmup_steps", 3, "Untimed steps before them (tracing, allocation).",
+                     lower_bound=0)
+flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
+flags.DEFINE_integer("seq_length", 128, "Tokens per example.", lower_bound=2)
+flags.DEFINE_string("hub_handle", None,
+                    "TF Hub BERT encoder to measure; default: the embedded all-MiniLM-L6-v2.")
+flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "adapter_speed.json"),
+                    "Where to write the results (JSON).")
+flags.DEFINE_string("child", None,
+                    "Internal: measure one setup, `train:<setup>` or `inference:<setup>`, and "
+                    "print its JSON.")
+
+FLAGS = flags.FLAGS
+
+_FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_handle")
+
+
+def _random_batch(vocab_size):
+  """A batch of random valid token ids, all of them real tokens, and random labels."""
+  rng = np.random.default_rng(0)
+  shape = [FLAGS.batch_size, FLAGS.seq_length]
+  inputs = dict(input_word_ids=tf.constant(rng.integers(0, vocab_size, shape), tf.int32),
+                input_mask=tf.ones(shape, tf.int32),
+                input_type_ids=tf.zeros(shape, tf.int32))
+  return inputs, tf.constant(rng.integers(0, _NUM_CLASSES, [FLAGS.batch_size]), tf.int32)
+
+
+def _measure(mode, setup):
+  """Times one setup in this process; returns its figures and this process's peak memory."""
+  model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES)
+  (encoder,) = [layer for layer in model.layers if isinstance(layer, keras_adapters.AdaptedBert)]
+  inputs, labels = _random_batch(encoder.encoder.vocab_size)
+  if mode == "train":
+    step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
+    run = lambda: step(inputs, labels).numpy()
+  else:
+    forward = tf.function(lambda batch: model(batch, training=False),
+                          input_signature=(harness.INPUTS_SPEC,))
+    run = lambda: forward(inputs).numpy()
+  seconds = harness.time_calls(run, steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
+  return dict(setup=setup, **harness.SETUPS[setup], **harness.parameter_counts(model),
+              **harness.summarize_ms(seconds), peak_rss_mib=harness.peak_rss_mib())
+
+
+def _table(record):
+  """The figures and the ratio checks of `record` as two Markdown tables."""
+  measurements = [(f"train step, {setup}", result) for setup, result in record["train"].items()]
+  measurements += [(f"inference, {name.replace('_', ' ')}", result)
+                   for name, result in record["inference"].items()]
+  figures = harness.markdown_table(
+      ["Measurement", "Trainable params", "Total params", "Median ms", "Min ms",
+       "Peak RSS MiB"],
+      [[name, result["trainable_params"], result["total_params"], result["median_ms"],
+        result["min_ms"], result["peak_rss_mib"]] for name, result in measurements])
+  checks = harness.markdown_table(
+      ["Ratio", "Value", "Target", "Met"],
+      [[name.replace("_", " "), check["value"], f"<= {check['target']}", check["met"]]
+       for name, check in record["ratios"].items()])
+  return figures + "\n\n" + checks
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if FLAGS.child:
+    mode, setup = FLAGS.child.split(":")
+    harness.report_to_parent(_measure(mode, setup))
+    return
+  # Resolved once here, so that every child measures the same encoder.
+  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
+
+  def measure(mode, setup):
+    print(f"Measuring {mode}, {setup}...", flush=True)
+    return harness.run_child(os.path.abspath(__file__), f"{mode}:{setup}", forwarded)
+
+  train = {setup: measure("train", setup) for setup in _TRAIN_SETUPS}
+  inference = {name: measure("inference", setup) for name, setup in _INFERENCE_SETUPS.items()}
+  record = dict(
+      benchmark="adapter_speed",
+      machine=harness.machine_info(),
+      settings=dict(forwarded, adapter_size=harness.ADAPTER_SIZE, num_classes=_NUM_CLASSES),
+      train=train,
+      inference=inference,
+      ratios=dict(
+          adapter_step_over_full_step=harness.against_target(
+              train["adapters"]["median_ms"] / train["full"]["median_ms"],
+              _MAX_ADAPTER_STEP_RATIO),
+          adapter_inference_overhead=harness.against_target(
+              inference["with_adapters"]["median_ms"]
+              / inference["without_adapters"]["median_ms"] - 1,
+              _MAX_ADAPTER_INFERENCE_OVERHEAD)))
+  atomic_io.write_json(FLAGS.output, record)
+  print(_table(record))
+  print(f"Written: {FLAGS.output}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,204 @@
+"""What the benchmarks in `bench/` share: the measured models and train step, timing, memory.
+
+Each measured setup runs in its own child Python process, so that its peak resident memory
+(`ru_maxrss`, which only ever grows) belongs to that setup alone and no setup warms caches or
+allocators for the next. A child prints one JSON object as its last line of stdout.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Mapping, Sequence
+
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.models import parameter_summary
+from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import optimization
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+# The adapter size the speed targets are stated for.
+ADAPTER_SIZE = 64
+
+# `AdaptedBert` arguments of each measured tuning policy; "full" has no adapters, so it is
+# also the plain-BERT baseline of inference.
+SETUPS = {
+    "adapters": dict(adapter_size=ADAPTER_SIZE, tuning="adapters"),
+    "layer_norm": dict(adapter_size=None, tuning="layer_norm"),
+    "full": dict(adapter_size=None, tuning="full"),
+}
+
+# Batches of any shape share one trace: per-batch padding then never retraces inside the timed
+# steps, and every setup and padding runs the same kind of graph.
+INPUTS_SPEC = {key: tf.TensorSpec([None, None], tf.int32)
+               for key in adapted_bert_encoder.INPUT_KEYS}
+LABELS_SPEC = tf.TensorSpec([None], tf.int32)
+
+
+def build_model(hub_handle: str, setup: str, num_classes: int) -> keras.Model:
+  """The paper's task model (encoder + classification head) for one of `SETUPS`, seeded."""
+  keras.utils.set_random_seed(0)
+  encoder = adapted_bert.AdaptedBert(hub_handle, **SETUPS[setup])
+  return classifier.build_classifier(encoder, num_classes)
+
+
+def parameter_counts(model: keras.Model) -> Dict[str, int]:
+  """Trainable and total parameters of `model`."""
+  summary = parameter_summary.parameter_summary(model)
+  return dict(trainable_params=summary.trainable, total_params=summary.total)
+
+
+def make_train_step(model: keras.Model, num_train_steps: int) -> Callable[..., tf.Tensor]:
+  """The training step of `Trainer` on one device, as a `tf.function`.
+
+  Forward in training mode, mean softmax cross-entropy, gradients of
+  `model.trainable_variables` only (the tape watches nothing else, so the frozen base gets no
+  weight gradients), one update of the paper's Adam.
+
+  Args:
+    model: A model from `build_model`.
+    num_train_steps: Steps the optimiser's schedule spans; it does not change the cost.
+
+  Returns:
+    `step(inputs, labels)`, returning the loss.
+  """
+  variables = model.trainable_variables
+  optimizer = optimization.create_optimizer(learning_rate=1e-4, num_train_steps=num_train_steps)
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  @tf.function(input_signature=(INPUTS_SPEC, LABELS_SPEC))
+  def step(inputs, labels):
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+      tape.watch(variables)
+      loss = loss_fn(labels, model(inputs, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return loss
+
+  return step
+
+
+def time_calls(fn: Callable[[], Any], *, steps: int, warmup_steps: int,
+               clock: Callable[[], float] = time.perf_counter) -> List[float]:
+  """Calls `fn` `warmup_steps` times untimed, then `steps` times timed.
+
+  Warm-up calls absorb tracing, graph optimisation and first-touch allocation, which a
+  long run pays once.
+
+  Args:
+    fn: The work to time. It must return only once the work is done (e.g. by converting
+      its result to NumPy), as TensorFlow may run ops asynchronously.
+    steps: Timed calls, at least 1.
+    warmup_steps: Untimed calls before them, at least 0.
+    clock: Seconds as a float; injectable for tests.
+
+  Returns:
+    The seconds each timed call took.
+
+  Raises:
+    ValueError: If `steps` < 1 or `warmup_steps` < 0.
+  """
+  if steps < 1 or warmup_steps < 0:
+    raise ValueError(f"Need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}.")
+  for _ in range(warmup_steps):
+    fn()
+  seconds = []
+  for _ in range(steps):
+    start = clock()
+    fn()
+    seconds.append(clock() - start)
+  return seconds
+
+
+def summarize_ms(seconds: Sequence[float]) -> Dict[str, Any]:
+  """Median, min and max of per-call times, in milliseconds, with every time kept.
+
+  The median is the headline figure: it ignores the odd call slowed by the OS or a garbage
+  collection, which the mean would not.
+
+  Args:
+    seconds: Per-call times in seconds, at least one.
+
+  Returns:
+    `median_ms`, `min_ms`, `max_ms` and `times_ms` (all calls, in order).
+  """
+  if not seconds:
+    raise ValueError("No timings to summarize.")
+  times_ms = [1e3 * s for s in seconds]
+  return dict(median_ms=statistics.median(times_ms), min_ms=min(times_ms),
+              max_ms=max(times_ms), times_ms=times_ms)
+
+
+def against_target(value: float, target: float) -> Dict[str, Any]:
+  """A figure with the upper bound it should stay under, and whether it does."""
+  return dict(value=value, target=target, met=value <= target)
+
+
+def peak_rss_mib() -> float:
+  """Peak resident memory of this process so far, in MiB."""
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  # Linux reports KiB, macOS bytes.
+  return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def machine_info() -> Dict[str, Any]:
+  """The machine and software the figures were measured on."""
+  return dict(platform=platform.platform(), processor=platform.processor(),
+              cpu_count=os.cpu_count(), python=platform.python_version(),
+              tensorflow=tf.__version__)
+
+
+def run_child(script: str, child: str, flag_values: Mapping[str, Any]) -> Dict[str, Any]:
+  """Runs `script --child=<child>` in a fresh Python and returns the JSON it reports.
+
+  Args:
+    script: Path of the benchmark script; it must call `report_to_parent` in child mode.
+    child: What the child measures, passed as `--child`.
+    flag_values: Flags to pass on, by name; `None` values are left out (flag default).
+
+  Returns:
+    The child's JSON object.
+
+  Raises:
+    RuntimeError: The child failed or reported no JSON; its stderr tail is in the message.
+  """
+  command = [sys.executable, script, f"--child={child}"] + [
+      f"--{name}={value}" for name, value in flag_values.items() if value is not None]
+  process = subprocess.run(command, capture_output=True, text=True, check=False)
+  lines = process.stdout.strip().splitlines()
+  if process.returncode or not lines:
+    raise RuntimeError(f"Child {child!r} exited with status {process.returncode}:\n"
+                       f"{process.stderr[-4000:]}")
+  return json.loads(lines[-1])
+
+
+def report_to_parent(result: Mapping[str, Any]) -> None:
+  """Prints `result` as the child's last line of stdout, for `run_child`."""
+  print(json.dumps(result), flush=True)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+  """A Markdown table; floats get 2 decimals, integers thousands separators, booleans yes / no."""
+
+  def cell(value):
+    if isinstance(value, bool):
+      return "yes" if value else "no"
+    if isinstance(value, int):
+      return f"{value:,}"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+  lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+  lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+  return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Fast tests of the benchmark helpers, on fake clocks and a stand-in child script."""
+
+import itertools
+import textwrap
+
+import pytest
+
+import harness
+
+
+def _fake_clock(durations):
+  """A clock whose successive timed calls take `durations` seconds, 1 s apart."""
+  ticks = itertools.accumulate([0.0] + [d for duration in durations for d in (duration, 1.0)])
+  return lambda: next(ticks)
+
+
+def test_time_calls_times_only_the_calls_after_warmup():
+  calls = []
+  seconds = harness.time_calls(lambda: calls.append(1), steps=3, warmup_steps=2,
+                               clock=_fake_clock([0.5, 0.25, 2.0]))
+  assert len(calls) == 5
+  assert seconds == [0.5, 0.25, 2.0]
+
+
+@pytest.mark.parametrize("steps, warmup_steps", [(0, 1), (1, -1)])
+def test_time_calls_rejects_bad_counts(steps, warmup_steps):
+  with pytest.raises(ValueError, match="steps >= 1"):
+    harness.time_calls(lambda: None, steps=steps, warmup_steps=warmup_steps)
+
+
+def test_summarize_ms_takes_the_median_not_the_mean():
+  summary = harness.summarize_ms([0.010, 0.012, 0.011, 0.500])
+  assert summary["median_ms"] == pytest.approx(11.5)
+  assert summary["min_ms"] == pytest.approx(10.0)
+  assert summary["max_ms"] == pytest.approx(500.0)
+  assert summary["times_ms"] == pytest.approx([10.0, 12.0, 11.0, 500.0])
+
+
+def test_ratio_of_medians_against_target():
+  adapters = harness.summarize_ms([0.06, 0.07, 0.065])["median_ms"]
+  full = harness.summarize_ms([0.1, 0.1, 0.3])["median_ms"]
+  assert harness.against_target(adapters / full, 0.70) == dict(
+      value=pytest.approx(0.65), target=0.70, met=True)
+  assert not harness.against_target(0.09, 0.08)["met"]
+
+
+def test_peak_rss_is_at_least_this_process_size():
+  assert harness.peak_rss_mib() > 10
+
+
+def test_markdown_table_formats_cells():
+  table = harness.markdown_table(["a", "b", "c", "d"], [["x", 1234567, 0.5, True]])
+  assert table.splitlines() == ["| a | b | c | d |", "|---|---|---|---|",
+                                "| x | 1,234,567 | 0.50 | yes |"]
+
+
+def test_run_child_passes_flags_and_reads_the_last_json_line(tmp_path):
+  script = tmp_path / "child.py"
+  script.write_text(textwrap.dedent("""
+      import json, sys
+      print("noise before the report")
+      print(json.dumps(sys.argv[1:]))
+  """))
+  assert harness.run_child(str(script), "train:full", {"steps": 3, "hub_handle": None}) == [
+      "--child=train:full", "--steps=3"]
+
+
+def test_run_child_raises_with_the_child_stderr(tmp_path):
+  script = tmp_path / "child.py"
+  script.write_text("import sys\nsys.exit('out of memory')\n")
+  with pytest.raises(RuntimeError, match="status 1:\nout of memory"):
+    harness.run_child(str(script), "train:full", {})
