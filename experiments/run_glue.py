@@ -145,9 +145,11 @@ def _load_all(tasks):
   try:
     return {task: load_splits(task) for task in tasks}
   except (FileNotFoundError, ValueError) as e:
-    hint = (" Or read a prepared TFDS copy: --tfds_data_dir instead of --data_dir."
-            if FLAGS.data_dir and isinstance(e, FileNotFoundError) else "")
-    sys.exit(f"run_glue.py: error: {e}{hint}")
+    message = f"run_glue.py: error: {e}"
+    if FLAGS.data_dir and isinstance(e, FileNotFoundError):
+      message += (" With run_glue.py, a prepared TFDS copy is read with --tfds_data_dir "
+                  "instead of --data_dir.")
+    sys.exit(message)
 
 
 def run_glue_task(task, splits, config, grid):
