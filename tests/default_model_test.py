@@ -1,6 +1,5 @@
 """Integration tests on the embedded default base model, all-MiniLM-L6-v2."""
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 

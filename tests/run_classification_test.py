@@ -7,7 +7,6 @@ the flags afterwards) and calls `main`. The model is the tiny random encoder of
 """
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -20,7 +19,6 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import run_classification
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.tasks import splits as splits_lib
 
@@ -46,23 +44,6 @@ def _write_csv(path, rows, header=("review", "sentiment")):
   return path
 
 
-def _folder_digest(path):
-  """SHA-256 over every file's relative path and bytes under `path` (or of one file)."""
-  digest = hashlib.sha256()
-  if os.path.isfile(path):
-    with open(path, "rb") as f:
-      digest.update(f.read())
-    return digest.hexdigest()
-  for root, dirs, files in os.walk(path):
-    dirs.sort()
-    for name in sorted(files):
-      full = os.path.join(root, name)
-      digest.update(os.path.relpath(full, path).encode())
-      with open(full, "rb") as f:
-        digest.update(f.read())
-  return digest.hexdigest()
-
-
 class RunClassificationTest(tf.test.TestCase):
 
   @classmethod
@@ -71,10 +52,8 @@ class RunClassificationTest(tf.test.TestCase):
     cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "run_classification_test")
     shutil.rmtree(cls.root, ignore_errors=True)
     os.makedirs(cls.root)
-    cls.hub_handle = testing.save_tiny_hub_encoder(os.path.join(cls.root, "encoder"))
-    cls.preprocess_handle = preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt")),
-        os.path.join(cls.root, "preprocess"), default_seq_length=_SEQ_LENGTH)
+    cls.hub_handle = testing.tiny_hub_handle()
+    cls.preprocess_handle = testing.tiny_preprocess_handle(_SEQ_LENGTH)
     cls.data_path = _write_csv(os.path.join(cls.root, "reviews.csv"), _rows())
     # One successful single-method run, shared by the tests below.
     cls.model_dir = os.path.join(cls.root, "run")
@@ -146,11 +125,11 @@ class RunClassificationTest(tf.test.TestCase):
                      dict(train=24, validation=3, test=3))
     self.assertEqual(manifest.class_counts["test"], dict(bad=1, good=1, meh=1))
     self.assertEqual(manifest.label_names, _LABELS)
-    digest = _folder_digest(self.manifest)
+    digest = testing.folder_digest(self.manifest)
     model_dir = os.path.join(self._new_dir(), "second")
     output = self._main(self._argv(model_dir, self.manifest))
     self.assertIn("train 24, validation 3, test 3", output)
-    self.assertEqual(_folder_digest(self.manifest), digest)
+    self.assertEqual(testing.folder_digest(self.manifest), digest)
     self.assertFalse(os.path.exists(os.path.join(model_dir, "split.json")))
     with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["train_examples"], 24)
@@ -283,7 +262,7 @@ class RunClassificationTest(tf.test.TestCase):
   def test_failed_run_loses_nothing(self):
     """Runs that fail on bad data (non-UTF-8 bytes; changed data against the recorded
     manifest) leave the earlier run's folder, export and manifest bit for bit unchanged."""
-    before = (_folder_digest(self.model_dir), _folder_digest(self.manifest))
+    before = (testing.folder_digest(self.model_dir), testing.folder_digest(self.manifest))
     bad = os.path.join(self._new_dir(), "reviews.csv")
     with open(bad, "wb") as f:
       f.write(b"review,sentiment\nw1 w2 \xff,good\nw3,bad\n")
@@ -297,7 +276,7 @@ class RunClassificationTest(tf.test.TestCase):
     failed_dir = os.path.join(self._new_dir(), "changed")
     with self.assertRaisesRegex(ValueError, "not the ones split manifest .* was made from"):
       self._main(self._argv(failed_dir, self.manifest, data_path=changed))
-    self.assertEqual((_folder_digest(self.model_dir), _folder_digest(self.manifest)), before)
+    self.assertEqual((testing.folder_digest(self.model_dir), testing.folder_digest(self.manifest)), before)
     self.assertFalse(os.path.exists(os.path.join(failed_dir, "results.json")))
 
   def _manifest(self):

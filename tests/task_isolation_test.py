@@ -1,6 +1,5 @@
 """The paper's guarantees: a frozen shared base, and a new task never changes an old one."""
 
-import hashlib
 import os
 
 import numpy as np
@@ -12,16 +11,6 @@ from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
 _SEQ_LENGTH = 8
-
-
-def _folder_digest(path):
-  digest = hashlib.sha256()
-  for root, _, files in sorted(os.walk(path)):
-    for name in sorted(files):
-      digest.update(name.encode())
-      with open(os.path.join(root, name), "rb") as f:
-        digest.update(f.read())
-  return digest.hexdigest()
 
 
 class TaskIsolationTest(tf.test.TestCase):
@@ -52,7 +41,7 @@ class TaskIsolationTest(tf.test.TestCase):
 
   def test_training_leaves_the_base_bitwise_unchanged(self):
     """Every frozen encoder variable and the Hub SavedModel on disk keep their exact bytes."""
-    disk_before = _folder_digest(self.handle)
+    disk_before = testing.folder_digest(self.handle)
     bert = ka.AdaptedBert(self.handle, adapter_size=4)
     frozen_before = {v.name: v.numpy().copy() for v in bert.non_trainable_weights}
     trainable_before = [v.numpy().copy() for v in bert.trainable_weights]
@@ -68,7 +57,7 @@ class TaskIsolationTest(tf.test.TestCase):
     moved = [not np.array_equal(v.numpy(), b)
              for v, b in zip(bert.trainable_weights, trainable_before)]
     self.assertTrue(all(moved), "every adapter and LayerNorm variable should have trained")
-    self.assertEqual(_folder_digest(self.handle), disk_before)
+    self.assertEqual(testing.folder_digest(self.handle), disk_before)
 
   def test_training_task_b_leaves_task_a_unchanged(self):
     """Task A's artifact, export and outputs are bitwise identical after task B is trained."""
@@ -77,7 +66,7 @@ class TaskIsolationTest(tf.test.TestCase):
     ka.save_adapters(model_a, os.path.join(root, "a_adapters"))
     ka.export_task(model_a, self.preprocessor, os.path.join(root, "a_export"),
                    seq_length=_SEQ_LENGTH, label_names=["x", "y", "z"])
-    digests = {name: _folder_digest(os.path.join(root, name))
+    digests = {name: testing.folder_digest(os.path.join(root, name))
                for name in ("a_adapters", "a_export")}
     outputs_a = model_a(inputs_a).numpy()
 
@@ -85,7 +74,7 @@ class TaskIsolationTest(tf.test.TestCase):
     ka.save_adapters(model_b, os.path.join(root, "b_adapters"))
 
     for name, digest in digests.items():
-      self.assertEqual(_folder_digest(os.path.join(root, name)), digest, name)
+      self.assertEqual(testing.folder_digest(os.path.join(root, name)), digest, name)
     self.assertTrue(np.array_equal(model_a(inputs_a).numpy(), outputs_a))
     reloaded = ka.build_classifier(ka.AdaptedBert(self.handle, adapter_size=4), 3)
     ka.load_adapters(reloaded, os.path.join(root, "a_adapters"))

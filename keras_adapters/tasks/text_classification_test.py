@@ -1,7 +1,6 @@
 """Tests for reading labelled text-classification sources."""
 
 import json
-import logging
 import os
 
 import numpy as np
@@ -108,14 +107,13 @@ def test_missing_jsonl_key_lists_the_keys(tmp_path):
     read(path)
 
 
-def test_empty_text_is_an_error_unless_dropped(tmp_path, caplog):
+def test_empty_text_is_an_error_unless_dropped(tmp_path, logged_info):
   path = _write(tmp_path / "d.csv", "text,label\nx,a\n  ,b\ny,b\n")
   with pytest.raises(ValueError, match=r"row 2 \(line 3\): the text is empty.*drop_empty=True"):
     read(path)
-  with caplog.at_level(logging.INFO):
-    _, examples = read(path, drop_empty=True)
+  _, examples = read(path, drop_empty=True)
   assert list(examples.ids) == ["1", "3"]
-  assert "Dropped 1 examples with empty texts" in caplog.text
+  assert "Dropped 1 examples with empty texts" in "\n".join(logged_info)
 
 
 def test_non_utf8_bytes_name_the_line_and_suggest_latin1(tmp_path):
@@ -170,14 +168,14 @@ def test_class_folder_without_texts(tmp_path):
     read(str(tmp_path / "news"))
 
 
-def test_deduplicate_keeps_first_copy_and_reports_count(tmp_path, caplog):
+def test_deduplicate_keeps_first_copy_and_reports_count(tmp_path, logged_info):
   path = _write(tmp_path / "d.csv", "text,label\nx,a\ny,b\nx,b\nx,a\nz,a\n")
-  with caplog.at_level(logging.INFO):
-    _, examples = read(path, deduplicate=True)
+  _, examples = read(path, deduplicate=True)
   assert list(examples.ids) == ["1", "2", "5"]
   np.testing.assert_array_equal(examples.labels, [0, 1, 0])
-  assert ("Dropped 2 exact duplicate texts" in caplog.text
-          and "1 labelled differently" in caplog.text and "3 examples left" in caplog.text)
+  log = "\n".join(logged_info)
+  assert ("Dropped 2 exact duplicate texts" in log and "1 labelled differently" in log
+          and "3 examples left" in log)
   _, examples = read(path)
   assert len(examples) == 5
 

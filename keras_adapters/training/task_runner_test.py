@@ -16,7 +16,6 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 import keras_adapters
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -75,10 +74,8 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_runner_test")
     shutil.rmtree(cls.root, ignore_errors=True)
     os.makedirs(cls.root)
-    cls.hub_handle = testing.save_tiny_hub_encoder(os.path.join(cls.root, "encoder"))
-    cls.preprocess_handle = preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt")),
-        os.path.join(cls.root, "preprocess"), default_seq_length=_SEQ_LENGTH)
+    cls.hub_handle = testing.tiny_hub_handle()
+    cls.preprocess_handle = testing.tiny_preprocess_handle(_SEQ_LENGTH)
     cls.spec = examples_lib.TaskSpec(name="colours", text_fields=("text",),
                                      label_names=_LABEL_NAMES)
     cls.splits = dict(train=_classification_examples(18, seed=0),

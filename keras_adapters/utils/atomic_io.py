@@ -21,6 +21,8 @@ def atomic_directory(path):
   parent = os.path.dirname(path)
   os.makedirs(parent, exist_ok=True)
   staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", dir=parent)
+  # mkdtemp makes the folder private; the result should have the usual permissions.
+  os.chmod(staging, 0o777 & ~_umask())
   try:
     yield staging
     if os.path.isdir(path):
@@ -46,7 +48,7 @@ def write_bytes(path, data):
       f.flush()
       os.fsync(f.fileno())
     # mkstemp makes the file private; results and manifests are meant to be shared.
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
@@ -62,3 +64,9 @@ def write_text(path, text):
 def write_json(path, obj):
   """Writes `obj` as indented JSON to `path` atomically."""
   write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def _umask():
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
