@@ -8,8 +8,10 @@ On one batch of random token ids (full mask), in one invocation:
 * the median inference latency of the encoder without and with adapters (m=64);
 * adapter step / full step and the adapters' inference overhead, against their targets.
 
-Every setup runs in its own child process, so its peak memory is its own. Full benchmark, on
-an otherwise idle machine:
+Peak memory is measured with each setup alone in its own child process. Times are measured
+with every setup of a kind built in one child process and called in turns, so that the ratios
+do not absorb drift in the machine's speed between setups. Full benchmark, on an otherwise
+idle machine:
 
   python bench/adapter_speed.py
 
@@ -42,8 +44,10 @@ _MAX_ADAPTER_INFERENCE_OVERHEAD = 0.08
 # without adapters ("full") with the one with them.
 _TRAIN_SETUPS = ("adapters", "layer_norm", "full")
 _INFERENCE_SETUPS = {"without_adapters": "full", "with_adapters": "adapters"}
+_SETUPS = {"train": _TRAIN_SETUPS, "inference": tuple(_INFERENCE_SETUPS.values())}
 
-flags.DEFINE_integer("steps", 10, "Timed steps (or forward passes) per setup.", lower_bound=1)
+flags.DEFINE_integer("steps", 10, "Timed steps (or forward passes) per setup, taken in turns "
+                     "with the other setups.", lower_bound=1)
 flags.DEFINE_integer("warmup_steps", 3, "Untimed steps before them (tracing, allocation).",
                      lower_bound=0)
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
@@ -53,8 +57,8 @@ flags.DEFINE_string("hub_handle", None,
 flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "adapter_speed.json"),
                     "Where to write the results (JSON).")
 flags.DEFINE_string("child", None,
-                    "Internal: measure one setup, `train:<setup>` or `inference:<setup>`, and "
-                    "print its JSON.")
+                    "Internal: measure `memory:<train|inference>:<setup>` (one setup alone) or "
+                    "`times:<train|inference>` (every setup, in turns), and print its JSON.")
 
 FLAGS = flags.FLAGS
 
@@ -71,21 +75,32 @@ def _random_batch(vocab_size):
   return inputs, tf.constant(rng.integers(0, _NUM_CLASSES, [FLAGS.batch_size]), tf.int32)
 
 
-def _measure(mode, setup):
-  """Times one setup in this process; returns its figures and this process's peak memory."""
+def _make_runner(mode, setup):
+  """One setup's model and the call to time: a training step, or a forward pass."""
   model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES)
   (encoder,) = [layer for layer in model.layers if isinstance(layer, keras_adapters.AdaptedBert)]
   inputs, labels = _random_batch(encoder.encoder.vocab_size)
   if mode == "train":
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
-    run = lambda: step(inputs, labels).numpy()
-  else:
-    forward = tf.function(lambda batch: model(batch, training=False),
-                          input_signature=(harness.INPUTS_SPEC,))
-    run = lambda: forward(inputs).numpy()
-  seconds = harness.time_calls(run, steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
+    return model, lambda: step(inputs, labels).numpy()
+  forward = tf.function(lambda batch: model(batch, training=False),
+                        input_signature=(harness.INPUTS_SPEC,))
+  return model, lambda: forward(inputs).numpy()
+
+
+def _measure_memory(mode, setup):
+  """Peak memory of one setup alone in this process, after its warm-up calls and one more."""
+  model, run = _make_runner(mode, setup)
+  harness.time_calls(run, steps=1, warmup_steps=FLAGS.warmup_steps)
   return dict(setup=setup, **harness.SETUPS[setup], **harness.parameter_counts(model),
-              **harness.summarize_ms(seconds), peak_rss_mib=harness.peak_rss_mib())
+              peak_rss_mib=harness.peak_rss_mib())
+
+
+def _measure_times(mode, setups):
+  """Per-call times of `setups`, all built in this process and timed in turns."""
+  runs = {setup: _make_runner(mode, setup)[1] for setup in setups}
+  seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
+  return {setup: harness.summarize_ms(times) for setup, times in seconds.items()}
 
 
 def _table(record):
@@ -109,19 +124,28 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if FLAGS.child:
-    mode, setup = FLAGS.child.split(":")
-    harness.report_to_parent(_measure(mode, setup))
+    kind, mode, *setup = FLAGS.child.split(":")
+    harness.report_to_parent(_measure_memory(mode, *setup) if kind == "memory"
+                             else _measure_times(mode, _SETUPS[mode]))
     return
   # Resolved once here, so that every child measures the same encoder.
   FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
 
-  def measure(mode, setup):
-    print(f"Measuring {mode}, {setup}...", flush=True)
-    return harness.run_child(os.path.abspath(__file__), f"{mode}:{setup}", forwarded)
+  def measure(mode):
+    """Each setup's memory alone in a child, then every setup's times in turns in one."""
+    results = {}
+    for setup in _SETUPS[mode]:
+      print(f"Measuring {mode} memory, {setup}...", flush=True)
+      results[setup] = harness.run_child(
+          os.path.abspath(__file__), f"memory:{mode}:{setup}", forwarded)
+    print(f"Timing {mode}: {', '.join(_SETUPS[mode])} in turns...", flush=True)
+    times = harness.run_child(os.path.abspath(__file__), f"times:{mode}", forwarded)
+    return {setup: dict(result, **times[setup]) for setup, result in results.items()}
 
-  train = {setup: measure("train", setup) for setup in _TRAIN_SETUPS}
-  inference = {name: measure("inference", setup) for name, setup in _INFERENCE_SETUPS.items()}
+  train = measure("train")
+  inference_by_setup = measure("inference")
+  inference = {name: inference_by_setup[setup] for name, setup in _INFERENCE_SETUPS.items()}
   record = dict(
       benchmark="adapter_speed",
       machine=harness.machine_info(),

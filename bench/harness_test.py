@@ -70,3 +70,17 @@ def test_run_child_raises_with_the_child_stderr(tmp_path):
   script.write_text("import sys\nsys.exit('out of memory')\n")
   with pytest.raises(RuntimeError, match="status 1:\nout of memory"):
     harness.run_child(str(script), "train:full", {})
+
+
+def test_time_interleaved_takes_turns_after_warming_every_setup():
+  calls = []
+  seconds = harness.time_interleaved(
+      {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2,
+      warmup_steps=1, clock=_fake_clock([0.5, 0.25, 2.0, 4.0]))
+  assert calls == ["a", "b", "a", "b", "a", "b"]
+  assert seconds == {"a": [0.5, 2.0], "b": [0.25, 4.0]}
+
+
+def test_time_interleaved_rejects_bad_counts():
+  with pytest.raises(ValueError, match="rounds >= 1"):
+    harness.time_interleaved({"a": lambda: None}, rounds=0, warmup_steps=0)

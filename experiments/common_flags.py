@@ -1,11 +1,22 @@
 """Flags shared by the experiment scripts; each names a `RunConfig` field."""
 
+import logging
+import os
+
+# Set before TensorFlow loads: the CLIs print a run's progress and results, which TensorFlow's
+# C++ start-up notices would otherwise bury.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
 
 from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import task_runner
+
+# TensorFlow's INFO lines (SavedModel internals, untraced functions) say nothing a user acts on.
+logging.getLogger("tensorflow").setLevel(logging.WARNING)
 
 
 def define_run_flags(learning_rate=3e-4, epochs=3.0):

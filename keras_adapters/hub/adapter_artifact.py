@@ -46,7 +46,7 @@ def save_adapters(model, directory, metadata=None):
       tensors={key: list(value.shape) for key, value in tensors.items()},
       metadata=metadata or {})
   with atomic_io.atomic_directory(directory) as staging:
-    safetensors_numpy.save_file(tensors, os.path.join(staging, WEIGHTS_FILE))
+    atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE), safetensors_numpy.save(tensors))
     atomic_io.write_json(os.path.join(staging, CONFIG_FILE), config)
   return directory
 

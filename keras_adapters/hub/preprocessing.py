@@ -20,11 +20,12 @@ arguments=dict(seq_length=64))`.
 """
 
 import os
-import uuid
 from typing import Callable, Dict, List, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tensorflow_text as text
+
+from keras_adapters.utils import atomic_io
 
 _CLS, _SEP, _PAD, _UNK = "[CLS]", "[SEP]", "[PAD]", "[UNK]"
 _SPECIAL_TOKENS = (_CLS, _SEP, _PAD, _UNK)
@@ -335,14 +336,6 @@ def build_preprocessing_savedmodel(vocab_file: str,
   preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case,
                                   default_seq_length=default_seq_length)
   preprocessor.trace_for_export()
-  parent, name = os.path.split(export_dir)
-  os.makedirs(parent, exist_ok=True)
-  staging_dir = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
-  try:
-    tf.saved_model.save(preprocessor, staging_dir)
-    os.rename(staging_dir, export_dir)
-  finally:
-    # Only left behind when saving or renaming failed.
-    if os.path.exists(staging_dir):
-      tf.io.gfile.rmtree(staging_dir)
+  with atomic_io.atomic_directory(export_dir) as staging:
+    tf.saved_model.save(preprocessor, staging)
   return export_dir

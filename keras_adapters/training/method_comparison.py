@@ -78,19 +78,23 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
 
 
 def markdown_table(summary):
-  """The comparison as a Markdown table: mean ± s.e.m. over seeds, size and speed."""
+  """The comparison as a Markdown table: mean ± s.e.m. over seeds, gap to full, size, speed."""
+  full_mean = next((row["mean"] for row in summary["rows"] if row["method"] == "full"), None)
   lines = [
       f"Task `{summary['task']}`: {summary['eval_split']} {summary['metric']} (%), mean ± "
       f"s.e.m. over seeds; {summary['train_examples']:,} training examples, "
       f"{summary['epochs']:g} epoch(s), batch {summary['batch_size']}, "
       f"{summary['max_seq_length']} tokens max, {summary['eval_examples']:,} evaluation "
       "examples.", "",
-      "| method | seeds | score | trained params / task | % of base | s / epoch |",
-      "|---|---|---|---|---|---|"]
+      "| method | seeds | score | vs full | trained params / task | % of base | s / epoch |",
+      "|---|---|---|---|---|---|---|"]
   for row in summary["rows"]:
+    # The paper's headline: how many points a method gives up against full fine-tuning.
+    gap = ("–" if full_mean is None or row["method"] == "full"
+           else f"{row['mean'] - full_mean:+.2f}")
     lines.append(
         f"| {row['method']} | {len(row['seeds'])} | {row['mean']:.2f} ± {row['sem']:.2f} | "
-        f"{row['trainable_parameters']:,} | {row['trainable_percent_of_base']:.2f} | "
+        f"{gap} | {row['trainable_parameters']:,} | {row['trainable_percent_of_base']:.2f} | "
         f"{row['seconds_per_epoch']:.0f} |")
   return "\n".join(lines) + "\n"
 

@@ -197,7 +197,8 @@ class MarkdownTableTest(tf.test.TestCase):
 
   def test_format(self):
     """A caption with the budget, a header, then one row per method: seed count,
-    mean ± s.e.m. to 2 decimals, thousands separators, percent, whole seconds."""
+    mean ± s.e.m. to 2 decimals, points against full fine-tuning, thousands separators,
+    percent, whole seconds."""
     summary = dict(
         task="toy", metric="accuracy", eval_split="test", train_examples=12345,
         eval_examples=1500, epochs=3.0, max_seq_length=128, batch_size=32,
@@ -212,10 +213,19 @@ class MarkdownTableTest(tf.test.TestCase):
         "Task `toy`: test accuracy (%), mean ± s.e.m. over seeds; 12,345 training examples, "
         "3 epoch(s), batch 32, 128 tokens max, 1,500 evaluation examples.\n"
         "\n"
-        "| method | seeds | score | trained params / task | % of base | s / epoch |\n"
-        "|---|---|---|---|---|---|\n"
-        "| adapters | 3 | 91.23 ± 0.46 | 1,234,567 | 3.60 | 42 |\n"
-        "| full | 1 | 92.00 ± 0.00 | 109,482,240 | 100.00 | 100 |\n")
+        "| method | seeds | score | vs full | trained params / task | % of base | s / epoch |\n"
+        "|---|---|---|---|---|---|---|\n"
+        "| adapters | 3 | 91.23 ± 0.46 | -0.77 | 1,234,567 | 3.60 | 42 |\n"
+        "| full | 1 | 92.00 ± 0.00 | – | 109,482,240 | 100.00 | 100 |\n")
+
+  def test_without_full_fine_tuning_there_is_no_gap(self):
+    summary = dict(task="t", metric="accuracy", eval_split="test", train_examples=10,
+                   eval_examples=2, epochs=1.0, max_seq_length=16, batch_size=4,
+                   rows=[dict(method="adapters", seeds=[0], mean=50.0, sem=0.0,
+                              trainable_parameters=10, trainable_percent_of_base=1.0,
+                              seconds_per_epoch=1.0)])
+    self.assertEqual(method_comparison.markdown_table(summary).splitlines()[-1],
+                     "| adapters | 1 | 50.00 ± 0.00 | – | 10 | 1.00 | 1 |")
 
   def test_fractional_epochs(self):
     """A fractional budget is shown as such (0.5 epoch(s)), not rounded."""
