@@ -3,6 +3,7 @@
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.models import adapted_bert
 from keras_adapters.networks import adapted_bert_encoder
 
 
@@ -20,7 +21,9 @@ def build_classifier(encoder, num_classes, dropout_rate=0.1, pooling="cls",
     dropout_rate: Dropout before the head while training.
     pooling: `"cls"`: BERT's `pooled_output` (the paper's head); `"mean"`: the mean of
       `sequence_output` over real tokens, what sentence-embedding models such as the default
-      all-MiniLM-L6-v2 were trained to produce (their pooler was never trained).
+      all-MiniLM-L6-v2 were trained to produce (their pooler was never trained). With
+      `"mean"`, an `AdaptedBert`'s pooler is frozen: it gets no gradient, so it must not count
+      as trained.
     name: Model name.
 
   Returns:
@@ -30,6 +33,8 @@ def build_classifier(encoder, num_classes, dropout_rate=0.1, pooling="cls",
             for key in adapted_bert_encoder.INPUT_KEYS}
   if pooling not in POOLINGS:
     raise ValueError(f"Unknown pooling {pooling!r}; choose one of {list(POOLINGS)}.")
+  if pooling == "mean" and isinstance(encoder, adapted_bert.AdaptedBert):
+    encoder.encoder.pooler_transform.trainable = False
   outputs = encoder(inputs)
   if pooling == "cls":
     pooled = outputs["pooled_output"]

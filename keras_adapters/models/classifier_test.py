@@ -100,6 +100,18 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue({id(head.kernel), id(head.bias)} <= trainable_ids)
     self.assertLen(trainable_ids, len(encoder.trainable_weights) + 2)
 
+  @parameterized.named_parameters(("cls", "cls", True), ("mean", "mean", False))
+  def test_full_tuning_trains_the_pooler_only_when_the_head_reads_it(self, pooling, trains):
+    """Mean pooling never reads the pooler, so it is frozen rather than counted as trained."""
+    encoder = adapted_bert.AdaptedBert(self.handle, adapter_size=None, tuning="full")
+    model = classifier.build_classifier(encoder, 3, pooling=pooling)
+    pooler = encoder.encoder.pooler_transform
+    self.assertEqual(pooler.trainable, trains)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(model(_batch(), training=True))
+    gradients = tape.gradient(loss, model.trainable_weights)
+    self.assertNotIn(None, gradients)
+
 
 if __name__ == "__main__":
   tf.test.main()
