@@ -4,7 +4,7 @@ import logging
 import os
 
 # Set before TensorFlow loads: the CLIs print a run's progress and results, which TensorFlow's
-# C++ start-up notices would otherwise bury.
+# C++ INFO and WARNING lines would otherwise bury.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
