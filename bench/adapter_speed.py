@@ -25,7 +25,6 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import harness
@@ -65,21 +64,10 @@ FLAGS = flags.FLAGS
 _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_handle")
 
 
-def _random_batch(vocab_size):
-  """A batch of random valid token ids, all of them real tokens, and random labels."""
-  rng = np.random.default_rng(0)
-  shape = [FLAGS.batch_size, FLAGS.seq_length]
-  inputs = dict(input_word_ids=tf.constant(rng.integers(0, vocab_size, shape), tf.int32),
-                input_mask=tf.ones(shape, tf.int32),
-                input_type_ids=tf.zeros(shape, tf.int32))
-  return inputs, tf.constant(rng.integers(0, _NUM_CLASSES, [FLAGS.batch_size]), tf.int32)
-
-
 def _make_runner(mode, setup):
   """One setup's model and the call to time: a training step, or a forward pass."""
   model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES)
-  (encoder,) = [layer for layer in model.layers if isinstance(layer, keras_adapters.AdaptedBert)]
-  inputs, labels = _random_batch(encoder.encoder.vocab_size)
+  inputs, labels = harness.random_batch(model, FLAGS.batch_size, FLAGS.seq_length, _NUM_CLASSES)
   if mode == "train":
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
     return model, lambda: step(inputs, labels).numpy()

@@ -17,8 +17,9 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -53,6 +54,18 @@ def build_model(hub_handle: str, setup: str, num_classes: int) -> keras.Model:
   keras.utils.set_random_seed(0)
   encoder = adapted_bert.AdaptedBert(hub_handle, **SETUPS[setup])
   return classifier.build_classifier(encoder, num_classes)
+
+
+def random_batch(model: keras.Model, batch_size: int, seq_length: int,
+                 num_classes: int) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+  """A seeded batch of random token ids in `model`'s vocabulary, all real tokens, and labels."""
+  (encoder,) = [layer for layer in model.layers if isinstance(layer, adapted_bert.AdaptedBert)]
+  rng = np.random.default_rng(0)
+  shape = [batch_size, seq_length]
+  inputs = dict(
+      input_word_ids=tf.constant(rng.integers(0, encoder.encoder.vocab_size, shape), tf.int32),
+      input_mask=tf.ones(shape, tf.int32), input_type_ids=tf.zeros(shape, tf.int32))
+  return inputs, tf.constant(rng.integers(0, num_classes, [batch_size]), tf.int32)
 
 
 def parameter_counts(model: keras.Model) -> Dict[str, int]:
