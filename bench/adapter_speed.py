@@ -45,19 +45,11 @@ _TRAIN_SETUPS = ("adapters", "layer_norm", "full")
 _INFERENCE_SETUPS = {"without_adapters": "full", "with_adapters": "adapters"}
 _SETUPS = {"train": _TRAIN_SETUPS, "inference": tuple(_INFERENCE_SETUPS.values())}
 
-flags.DEFINE_integer("steps", 10, "Timed steps (or forward passes) per setup, taken in turns "
-                     "with the other setups.", lower_bound=1)
-flags.DEFINE_integer("warmup_steps", 3, "Untimed steps before them (tracing, allocation).",
-                     lower_bound=0)
-flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
-flags.DEFINE_integer("seq_length", 128, "Tokens per example.", lower_bound=2)
-flags.DEFINE_string("hub_handle", None,
-                    "TF Hub BERT encoder to measure; default: the embedded all-MiniLM-L6-v2.")
-flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "adapter_speed.json"),
-                    "Where to write the results (JSON).")
-flags.DEFINE_string("child", None,
-                    "Internal: measure `memory:<train|inference>:<setup>` (one setup alone) or "
-                    "`times:<train|inference>` (every setup, in turns), and print its JSON.")
+harness.define_batch_benchmark_flags(
+    steps=10, steps_help="Timed steps (or forward passes) per setup, taken in turns with the "
+    "other setups.", output_name="adapter_speed.json",
+    child_help="measure `memory:<train|inference>:<setup>` (one setup alone) or "
+    "`times:<train|inference>` (every setup, in turns), and print its JSON.")
 
 FLAGS = flags.FLAGS
 

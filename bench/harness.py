@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
+from absl import flags
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
@@ -47,6 +48,28 @@ SETUPS = {
 INPUTS_SPEC = {key: tf.TensorSpec([None, None], tf.int32)
                for key in adapted_bert_encoder.INPUT_KEYS}
 LABELS_SPEC = tf.TensorSpec([None], tf.int32)
+
+
+def define_batch_benchmark_flags(*, steps: int, steps_help: str, output_name: str,
+                                child_help: str) -> None:
+  """Defines the flags of a benchmark on one batch of random tokens (`--steps`, `--output`...).
+
+  Args:
+    steps: Default of `--steps`.
+    steps_help: Help of `--steps`: what one step is in this benchmark.
+    output_name: File name of the default `--output`, under `RESULTS_DIR`.
+    child_help: Help of the internal `--child` flag: what a child measures.
+  """
+  flags.DEFINE_integer("steps", steps, steps_help, lower_bound=1)
+  flags.DEFINE_integer("warmup_steps", 3, "Untimed steps first (tracing, allocation).",
+                       lower_bound=0)
+  flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
+  flags.DEFINE_integer("seq_length", 128, "Tokens per example.", lower_bound=2)
+  flags.DEFINE_string("hub_handle", None,
+                      "TF Hub BERT encoder; default: the embedded all-MiniLM-L6-v2.")
+  flags.DEFINE_string("output", os.path.join(RESULTS_DIR, output_name),
+                      "Where to write the results (JSON).")
+  flags.DEFINE_string("child", None, f"Internal: {child_help}")
 
 
 def build_model(hub_handle: str, setup: str, num_classes: int) -> keras.Model:

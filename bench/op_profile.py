@@ -18,7 +18,6 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import collections
 import glob
 import tempfile
 
@@ -28,60 +27,21 @@ import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import harness
+import profiler_trace
 import keras_adapters
 from keras_adapters.utils import atomic_io
 
 _NUM_CLASSES = 3
 _SETUPS = ("adapters", "layer_norm", "full")
-# Profiler events that enclose ops rather than being one.
-_ENCLOSING_EVENTS = frozenset({"ExecutorState::Process", "Process", "ParallelFor"})
-_COMPUTE_LINE_PREFIX = "tf_Compute"
 _TOP_OP_TYPES = 8
 
-flags.DEFINE_integer("steps", 3, "Profiled steps per setup.", lower_bound=1)
-flags.DEFINE_integer("warmup_steps", 3, "Unprofiled steps first (tracing, allocation).",
-                     lower_bound=0)
-flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
-flags.DEFINE_integer("seq_length", 128, "Tokens per example.", lower_bound=2)
-flags.DEFINE_string("hub_handle", None,
-                    "TF Hub BERT encoder to profile; default: the embedded all-MiniLM-L6-v2.")
-flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "op_profile.json"),
-                    "Where to write the results (JSON).")
-flags.DEFINE_string("child", None, "Internal: profile one setup and print its JSON.")
+harness.define_batch_benchmark_flags(
+    steps=3, steps_help="Profiled steps per setup.", output_name="op_profile.json",
+    child_help="profile one setup and print its JSON.")
 
 FLAGS = flags.FLAGS
 
 _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_handle")
-
-
-def op_times(space, steps):
-  """Milliseconds per step by op type and by pass, summed over TensorFlow's compute threads.
-
-  Args:
-    space: An `XSpace` proto, as `tf.profiler` writes it (`*.xplane.pb`).
-    steps: Steps the trace covers; the sums are divided by it.
-
-  Returns:
-    `total_ms`, `by_op_type` (op type → ms, largest first) and `by_pass` (`backward`: ops of
-    the gradient computation, `forward_and_update`: the rest).
-  """
-  by_type = collections.Counter()
-  by_pass = collections.Counter()
-  for plane in space.planes:
-    names = {key: meta.name for key, meta in plane.event_metadata.items()}
-    for line in plane.lines:
-      if not line.name.startswith(_COMPUTE_LINE_PREFIX):
-        continue
-      for event in line.events:
-        name = names.get(event.metadata_id, "")
-        if name in _ENCLOSING_EVENTS:
-          continue
-        ms = event.duration_ps / 1e9 / steps
-        # Op events are named "<op name>:<op type>"; the tape prefixes gradient ops.
-        by_type[name.rsplit(":", 1)[-1]] += ms
-        by_pass["backward" if name.startswith("gradient_tape/") else "forward_and_update"] += ms
-  return dict(total_ms=sum(by_type.values()), by_op_type=dict(by_type.most_common()),
-              by_pass=dict(by_pass))
 
 
 def _profile(setup):
@@ -102,7 +62,7 @@ def _profile(setup):
       space.ParseFromString(f.read())
   return dict(setup=setup, **harness.parameter_counts(model),
               wall_ms=harness.summarize_ms(seconds)["median_ms"],
-              **op_times(space, FLAGS.steps))
+              **profiler_trace.op_times(space, FLAGS.steps))
 
 
 def _table(record):

@@ -1,14 +1,9 @@
-"""Fast test of the op-time summary of `op_profile.py`, on a hand-made profiler trace."""
+"""Tests of `profiler_trace`, on a hand-made profiler trace."""
 
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-import op_profile
+import profiler_trace
 
 
 def _space(events_by_line):
@@ -34,7 +29,7 @@ def test_op_times_sum_compute_threads_by_type_and_pass_per_step():
       "tf_Compute/2": [("ParallelFor", 10**12), ("model/dropout/random:RandomUniform", 2 * 10**9)],
       "python": [("step", 10**12)],
   })
-  times = op_profile.op_times(space, steps=2)
+  times = profiler_trace.op_times(space, steps=2)
   assert times["total_ms"] == pytest.approx(6.0)
   assert times["by_op_type"] == pytest.approx({"_MklEinsum": 5.0, "RandomUniform": 1.0})
   assert list(times["by_op_type"]) == ["_MklEinsum", "RandomUniform"]
