@@ -164,7 +164,7 @@ def time_interleaved(fns: Mapping[str, Callable[[], Any]], *, rounds: int, warmu
 
   A ratio of two setups timed one after the other absorbs whatever else the machine did in
   between (another process, frequency scaling, a noisy neighbour): seen here, the same
-  inference overhead measured 23% in back-to-back processes and 6% in turns. Taking turns
+  inference overhead measured 23% in back-to-back processes and 7% in turns. Taking turns
   spreads such drift over every setup alike.
 
   Args:
