@@ -18,13 +18,11 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import glob
 import tempfile
 
 from absl import app
 from absl import flags
 import tensorflow as tf
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import harness
 import profiler_trace
@@ -56,10 +54,7 @@ def _profile(setup):
     seconds = harness.time_calls(lambda: step(inputs, labels).numpy(), steps=FLAGS.steps,
                                  warmup_steps=0)
     tf.profiler.experimental.stop()
-    (path,) = glob.glob(os.path.join(log_dir, "plugins", "profile", "*", "*.xplane.pb"))
-    space = xplane_pb2.XSpace()
-    with open(path, "rb") as f:
-      space.ParseFromString(f.read())
+    space = profiler_trace.read_trace(log_dir)
   return dict(setup=setup, **harness.parameter_counts(model),
               wall_ms=harness.summarize_ms(seconds)["median_ms"],
               **profiler_trace.op_times(space, FLAGS.steps))

@@ -1,6 +1,10 @@
 """Sums a TensorFlow profiler trace (`*.xplane.pb`) into op time per op type and per pass."""
 
 import collections
+import glob
+import os
+
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 # Profiler events that enclose ops rather than being one.
 _ENCLOSING_EVENTS = frozenset({"ExecutorState::Process", "Process", "ParallelFor"})
@@ -36,3 +40,12 @@ def op_times(space, steps):
         by_pass["backward" if name.startswith("gradient_tape/") else "forward_and_update"] += ms
   return dict(total_ms=sum(by_type.values()), by_op_type=dict(by_type.most_common()),
               by_pass=dict(by_pass))
+
+
+def read_trace(log_dir):
+  """The `XSpace` of the one trace that `tf.profiler.experimental` wrote under `log_dir`."""
+  (path,) = glob.glob(os.path.join(log_dir, "plugins", "profile", "*", "*.xplane.pb"))
+  space = xplane_pb2.XSpace()
+  with open(path, "rb") as f:
+    space.ParseFromString(f.read())
+  return space
