@@ -13,6 +13,7 @@ from absl import flags
 from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
+from keras_adapters.training import optimization
 from keras_adapters.training import task_runner
 
 # TensorFlow's INFO lines (SavedModel internals, untraced functions) say nothing a user acts on.
@@ -35,12 +36,16 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
                     "Head input: mean (mean of the sequence output, what the embedded "
                     "sentence-embedding encoder was trained to produce; its pooler never was) "
                     "or cls (BERT's pooled_output, the paper's head for BERT).")
-  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (Adam).")
+  flags.DEFINE_float("learning_rate", learning_rate,
+                    "Peak learning rate, reached after a linear warmup over the first 10% of "
+                    "the steps, then decayed linearly to 0.")
   flags.DEFINE_float("epochs", epochs, "Training epochs (fractions allowed).")
   flags.DEFINE_integer("batch_size", 32, "Global batch size.")
   flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after packing.")
   flags.DEFINE_integer("seed", 0, "Random seed (weights of new layers, data order).")
-  flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (AdamW); 0 = Adam.")
+  flags.DEFINE_float("weight_decay", optimization.DEFAULT_WEIGHT_DECAY,
+                    "Decoupled weight decay of AdamW (LayerNorm and bias excluded), BERT's "
+                    "0.01 by default; 0 turns it off.")
   flags.DEFINE_integer("checkpoint_every_steps", 200, "Checkpoint interval in steps.")
   flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
                     "tf.distribute strategy.")

@@ -1,5 +1,8 @@
 """Evaluation metrics for text tasks, computed as the GLUE evaluation server reports them.
 
+scikit-learn and SciPy compute them; this module checks the inputs first, so that a wrong
+shape, logits passed as class ids or a NaN score is an error that says what to pass.
+
 Every metric takes the gold `labels` and the model's `predictions` as vectors of equal,
 non-zero length: class ids for `accuracy`, `f1` and `matthews_corrcoef`, real-valued scores for
 `pearson` and `spearman`. `compute_metrics` scores one split with the metrics a `TaskSpec` names.
@@ -9,6 +12,7 @@ from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 from scipy import stats
+from sklearn import metrics as sklearn_metrics
 
 from keras_adapters.tasks import examples
 
@@ -112,8 +116,7 @@ def _score_pair(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
 
 def accuracy(labels, predictions) -> float:
   """Returns the fraction of examples whose predicted class id equals the label."""
-  labels, predictions = _class_pair(labels, predictions)
-  return float(np.mean(labels == predictions))
+  return float(sklearn_metrics.accuracy_score(*_class_pair(labels, predictions)))
 
 
 def f1_score(labels, predictions) -> float:
@@ -124,8 +127,8 @@ def f1_score(labels, predictions) -> float:
     predictions: Predicted class ids, each 0 or 1.
 
   Returns:
-    `2 tp / (2 tp + fp + fn)`; 0.0 when neither labels nor predictions hold a 1 (as
-    scikit-learn does), because nothing was found then.
+    `2 tp / (2 tp + fp + fn)`; 0.0 when neither labels nor predictions hold a 1, because
+    nothing was found then.
   """
   labels, predictions = _class_pair(labels, predictions)
   both = np.concatenate([labels, predictions])
@@ -134,17 +137,15 @@ def f1_score(labels, predictions) -> float:
     raise ValueError(
         f"f1 is the binary F1 of class 1 and needs class ids 0 and 1, got {not_binary[0]}; "
         "score a multi-class task with accuracy or matthews_corrcoef.")
-  true_positives = np.sum((labels == 1) & (predictions == 1))
-  wrong = np.sum(labels != predictions)
-  denominator = 2 * true_positives + wrong
-  return 0.0 if denominator == 0 else float(2 * true_positives / denominator)
+  return float(sklearn_metrics.f1_score(labels, predictions, labels=[0, 1], pos_label=1,
+                                        zero_division=0.0))
 
 
 def matthews_corrcoef(labels, predictions) -> float:
   """Returns the Matthews correlation coefficient, GLUE's metric for CoLA.
 
-  Uses the multi-class form (Gorodkin, 2004), which equals the binary formula for two
-  classes and is GLUE's R3 score for the diagnostic set.
+  The multi-class form (Gorodkin, 2004), which equals the binary formula for two classes and
+  is GLUE's R3 score for the diagnostic set.
 
   Args:
     labels: Gold class ids.
@@ -155,27 +156,18 @@ def matthews_corrcoef(labels, predictions) -> float:
     coefficient is 0/0: a constant predictor carries no information.
   """
   labels, predictions = _class_pair(labels, predictions)
-  # Renumber the classes that occur to 0..k-1 so that large ids cost no memory.
-  _, classes = np.unique(np.concatenate([labels, predictions]), return_inverse=True)
-  num_classes = int(classes.max()) + 1
-  labels, predictions = classes[:len(labels)], classes[len(labels):]
-  confusion = np.bincount(labels * num_classes + predictions, minlength=num_classes ** 2)
-  confusion = confusion.reshape(num_classes, num_classes).astype(np.float64)
-  true_counts, predicted_counts = confusion.sum(axis=1), confusion.sum(axis=0)
-  total = float(len(labels))
-  covariance = np.trace(confusion) * total - true_counts @ predicted_counts
-  denominator = np.sqrt((total ** 2 - predicted_counts @ predicted_counts) *
-                        (total ** 2 - true_counts @ true_counts))
-  return 0.0 if denominator == 0 else float(covariance / denominator)
+  if np.all(labels == labels[0]) or np.all(predictions == predictions[0]):
+    return 0.0  # scikit-learn's value too, but it warns when both sides hold one class.
+  return float(sklearn_metrics.matthews_corrcoef(labels, predictions))
 
 
-def _correlation(x: np.ndarray, y: np.ndarray) -> float:
-  # Compare raw values: after centring, float rounding can leave a constant vector with
-  # tiny non-zero deviations and a meaningless correlation of +-1.
-  if np.all(x == x[0]) or np.all(y == y[0]):
+def _correlation(correlate, labels, predictions) -> float:
+  """`correlate(labels, predictions)`'s coefficient; 0.0 when either side is constant."""
+  labels, predictions = _score_pair(labels, predictions)
+  # Undefined there (SciPy warns and returns NaN): model selection must never see NaN.
+  if np.all(labels == labels[0]) or np.all(predictions == predictions[0]):
     return 0.0
-  x, y = x - x.mean(), y - y.mean()
-  return float(np.clip(x @ y / np.sqrt((x @ x) * (y @ y)), -1.0, 1.0))
+  return float(np.clip(correlate(labels, predictions).statistic, -1.0, 1.0))
 
 
 def pearson(labels, predictions) -> float:
@@ -189,7 +181,7 @@ def pearson(labels, predictions) -> float:
     A value in [-1, 1]; 0.0 when either side is constant, where the correlation is
     undefined, so that model selection never sees NaN.
   """
-  return _correlation(*_score_pair(labels, predictions))
+  return _correlation(stats.pearsonr, labels, predictions)
 
 
 def spearman(labels, predictions) -> float:
@@ -200,11 +192,10 @@ def spearman(labels, predictions) -> float:
     predictions: Predicted scores.
 
   Returns:
-    Pearson's correlation of the ranks, ties sharing their average rank (as
-    `scipy.stats.spearmanr`); 0.0 when either side is constant.
+    Pearson's correlation of the ranks, ties sharing their average rank; 0.0 when either side
+    is constant.
   """
-  labels, predictions = _score_pair(labels, predictions)
-  return _correlation(stats.rankdata(labels), stats.rankdata(predictions))
+  return _correlation(stats.spearmanr, labels, predictions)
 
 
 METRICS: Mapping[str, Metric] = {

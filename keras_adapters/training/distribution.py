@@ -1,20 +1,22 @@
-"""Chooses a `tf.distribute.Strategy` from a name, as the TF Model Garden does.
+"""Chooses a `tf.distribute.Strategy` by name, through the TF Model Garden.
 
-A re-implementation of `official.common.distribute_utils.get_distribution_strategy` (that
-package is not a dependency), with two differences: `"default"` gives TensorFlow's default
-(no-op) strategy, and a failure to reach a TPU becomes one `TPUNotFoundError` that says how to
-train without one.
+`official.common.distribute_utils.get_distribution_strategy` builds the strategy; this module
+adds what a user of this library needs around it: `"default"` for TensorFlow's default
+strategy, `num_gpus=None` for "all visible GPUs", `"mirrored"` over a CPU split into logical
+devices (how the tests run two replicas on one machine), and errors that say what to pass
+instead, a missing TPU included.
 """
 
-from typing import List, Optional
+from typing import Optional
 
 import tensorflow as tf
 
+from official.common import distribute_utils
+
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
-# Addresses that mean "the TPU attached to this host" (a Cloud TPU VM): they need no
-# `experimental_connect_to_cluster`.
-_LOCAL_TPU_ADDRESSES = ("", "local")
+# The Model Garden's name for TensorFlow's default strategy.
+_MODEL_GARDEN_NAMES = {"default": "off"}
 
 
 class TPUNotFoundError(ValueError):
@@ -32,8 +34,7 @@ def get_strategy(strategy: str = "default",
         any); with `tpu` set it means `"tpu"`.
       `"one_device"`: `OneDeviceStrategy` on GPU:0, or CPU:0 without GPUs.
       `"mirrored"`: `MirroredStrategy` over the first `num_gpus` GPUs; without GPUs, over the
-        logical CPU devices when there are several (the tests split the CPU in two), else
-        over CPU:0.
+        logical CPU devices when there are several, else over CPU:0.
       `"multi_worker_mirrored"`: `MultiWorkerMirroredStrategy`; its cluster comes from the
         `TF_CONFIG` environment variable, one local worker without it.
       `"tpu"`: `TPUStrategy` on the TPU at `tpu`.
@@ -50,57 +51,43 @@ def get_strategy(strategy: str = "default",
       single-device strategy.
     TPUNotFoundError: When the TPU cannot be resolved, connected to or initialised.
   """
-  if not isinstance(strategy, str):
-    raise ValueError(f"strategy must be a string, one of {', '.join(STRATEGIES)}; "
-                     f"got {strategy!r}.")
+  if not isinstance(strategy, str) or strategy.lower() not in STRATEGIES:
+    raise ValueError(f"Unknown strategy={strategy!r}: use one of {', '.join(STRATEGIES)}.")
   name = strategy.lower()
-  if name not in STRATEGIES:
-    raise ValueError(f"Unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}.")
   if tpu is not None and name not in ("default", "tpu"):
     raise ValueError(f"tpu={tpu!r} was given with strategy={strategy!r}: a TPU needs "
-                     "strategy 'tpu' (or 'default'); drop --tpu to use another strategy.")
+                     "strategy='tpu' (or 'default'); leave tpu unset to use another strategy.")
   if name == "tpu" or tpu is not None:
     return _tpu_strategy("local" if tpu is None else tpu)
-  if name == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
-
-  gpus = _gpu_devices(num_gpus)
-  if name == "mirrored":
-    return tf.distribute.MirroredStrategy(gpus or _cpu_devices())
-  if num_gpus is not None and num_gpus > 1:
-    raise ValueError(f"strategy {strategy!r} uses one device but num_gpus={num_gpus}: pass "
-                     "--strategy=mirrored to train on several GPUs, or --num_gpus=1.")
-  if name == "one_device":
-    return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
-  return tf.distribute.get_strategy()
+  num_gpus = _checked_num_gpus(num_gpus)
+  if name in ("default", "one_device") and num_gpus > 1:
+    raise ValueError(f"strategy={strategy!r} uses one device but num_gpus={num_gpus}: pass "
+                     "strategy='mirrored' to train on several GPUs, or num_gpus=1.")
+  cpus = tf.config.list_logical_devices("CPU")
+  if name == "mirrored" and num_gpus == 0 and len(cpus) > 1:
+    # The Model Garden mirrors over CPU:0 alone when there is no GPU.
+    return tf.distribute.MirroredStrategy([device.name for device in cpus])
+  return distribute_utils.get_distribution_strategy(
+      _MODEL_GARDEN_NAMES.get(name, name), num_gpus=num_gpus)
 
 
-def _gpu_devices(num_gpus: Optional[int]) -> List[str]:
-  """Names of the first `num_gpus` visible GPUs (all of them for `None`)."""
+def _checked_num_gpus(num_gpus: Optional[int]) -> int:
+  """`num_gpus`, or every visible GPU for `None`, checked against the visible GPUs."""
   visible = len(tf.config.list_logical_devices("GPU"))
   if num_gpus is None:
-    num_gpus = visible
+    return visible
   if num_gpus < 0:
     raise ValueError(f"num_gpus must be >= 0, got {num_gpus}.")
   if num_gpus > visible:
     raise ValueError(f"num_gpus={num_gpus} but only {visible} GPU(s) are visible: lower "
-                     "--num_gpus, or check CUDA_VISIBLE_DEVICES and the GPU drivers.")
-  return [f"/gpu:{i}" for i in range(num_gpus)]
-
-
-def _cpu_devices() -> List[str]:
-  """The logical CPU devices when the CPU was split into several, else CPU:0 alone."""
-  cpus = tf.config.list_logical_devices("CPU")
-  return [device.name for device in cpus] if len(cpus) > 1 else ["/cpu:0"]
+                     "num_gpus, or check CUDA_VISIBLE_DEVICES and the GPU drivers.")
+  return num_gpus
 
 
 def _tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
-  """Resolves, connects to and initialises the TPU at `tpu`; returns a `TPUStrategy`."""
+  """The Model Garden's `TPUStrategy` on the TPU at `tpu`, or a `TPUNotFoundError`."""
   try:
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-    if tpu not in _LOCAL_TPU_ADDRESSES:
-      tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return distribute_utils.get_distribution_strategy("tpu", tpu_address=tpu)
   # Without a TPU each step fails its own way (ValueError or URLError from the resolver, an
   # OpError such as `NotFoundError: TPUs not found in the cluster` from the connection or the
   # initialisation); all of them mean the same thing to the user.
@@ -108,7 +95,6 @@ def _tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
     # The first line of the cause is enough here; the whole of it stays chained.
     cause = str(e).strip().split("\n", 1)[0]
     raise TPUNotFoundError(
-        f"No TPU was found at {tpu!r}. To train without a TPU, drop --tpu (and "
-        "--strategy=tpu) and pass --strategy=mirrored or --strategy=default. "
+        f"No TPU was found at tpu={tpu!r}. To train without a TPU, leave tpu unset and pass "
+        "strategy='mirrored' or strategy='default'. "
         f"[{type(e).__name__}: {cause}]") from e
-  return tf.distribute.TPUStrategy(resolver)

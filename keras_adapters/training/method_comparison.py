@@ -1,11 +1,11 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
 import dataclasses
-import math
 import os
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from scipy import stats
 
 from keras_adapters.training import task_runner
 from keras_adapters.utils import atomic_io
@@ -57,10 +57,17 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   # Every method is checked before the first (long) run starts.
   configs = {method: method_config(base_config, method, num_layers) for method in methods}
   rows = []
+  num_runs = len(configs) * len(seeds)
   for method, config in configs.items():
-    runs = [run_fn(spec, splits, dataclasses.replace(config, seed=seed),
-                   os.path.join(root_dir, f"{method}-seed{seed}"), progress_bar=False)
-            for seed in seeds]
+    runs = []
+    for seed in seeds:
+      # Tens of minutes in all: say which run is on, and let its progress bar show.
+      print(f"[{len(rows) * len(seeds) + len(runs) + 1}/{num_runs}] {method}, seed {seed}",
+            flush=True)
+      runs.append(run_fn(spec, splits, dataclasses.replace(config, seed=seed),
+                         os.path.join(root_dir, f"{method}-seed{seed}")))
+      print(f"  {eval_split} {metric}: {100.0 * runs[-1]['metrics'][eval_split][metric]:.2f}",
+            flush=True)
     scores = [100.0 * run["metrics"][eval_split][metric] for run in runs]
     rows.append(dict(
         method=method, config=dataclasses.asdict(config), seeds=list(seeds), scores=scores,
@@ -100,4 +107,5 @@ def markdown_table(summary):
 
 
 def _sem(values):
-  return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+  """Standard error of the mean over seeds; 0 for a single seed, where it is undefined."""
+  return float(stats.sem(values)) if len(values) > 1 else 0.0

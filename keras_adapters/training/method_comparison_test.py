@@ -4,6 +4,8 @@
 model is built or trained here.
 """
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -114,12 +116,23 @@ class CompareMethodsTest(tf.test.TestCase):
     for call in run.calls:
       self.assertIs(call["spec"], _SPEC)
       self.assertIs(call["splits"], _SPLITS)
-      self.assertEqual(call["kwargs"], dict(progress_bar=False))
+      self.assertEqual(call["kwargs"], {})
       # The shared budget is untouched.
       self.assertEqual((call["config"].epochs, call["config"].batch_size,
                         call["config"].max_seq_length, call["config"].hub_handle),
                        (2.0, 8, 16, "/nowhere/encoder"))
     self.assertEqual(sorted(os.listdir(results_dir)), ["comparison.json", "comparison.md"])
+
+  def test_says_which_run_is_on(self):
+    run = _FakeRun({(t, s): 0.5 for t in ("adapters", "full") for s in (0, 1)})
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+      self._compare(run, ["adapters", "full"], [0, 1])
+    self.assertEqual(printed.getvalue().splitlines(), [
+        "[1/4] adapters, seed 0", "  test accuracy: 50.00",
+        "[2/4] adapters, seed 1", "  test accuracy: 50.00",
+        "[3/4] full, seed 0", "  test accuracy: 50.00",
+        "[4/4] full, seed 1", "  test accuracy: 50.00"])
 
   def test_mean_and_standard_error(self):
     """Scores are the spec's first metric on the eval split in percent; mean and s.e.m.

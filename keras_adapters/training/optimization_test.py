@@ -1,53 +1,44 @@
-"""Tests for optimization: the warmup/decay schedule and Adam(W) with excluded variables."""
+"""Tests for optimization: the Model Garden's BERT optimiser with adapter-bert's defaults."""
 
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from official.nlp import optimization as model_garden_optimization
+
 from keras_adapters.training import optimization
 
 
-class LinearWarmupLinearDecayTest(tf.test.TestCase):
-
-  def test_values(self):
-    # Peak 1e-3, 100 steps, 10 of warmup: rises by 1e-4 a step to step 10, then falls by
-    # 1e-3 / 90 a step to 0 at step 100.
-    schedule = optimization.LinearWarmupLinearDecay(1e-3, num_train_steps=100, warmup_steps=10)
-    expected = {0: 0.0, 1: 1e-4, 5: 5e-4, 10: 1e-3, 55: 5e-4, 99: 1e-3 / 90, 100: 0.0,
-                150: 0.0}
-    for step, rate in expected.items():
-      self.assertAllClose(schedule(step), rate, rtol=1e-6, atol=1e-10, msg=f"step {step}")
-
-  def test_no_warmup_starts_at_the_peak(self):
-    schedule = optimization.LinearWarmupLinearDecay(2e-3, num_train_steps=4, warmup_steps=0)
-    self.assertAllClose([schedule(s) for s in range(5)], [2e-3, 1.5e-3, 1e-3, 5e-4, 0.0])
-
-  def test_serialises(self):
-    schedule = optimization.LinearWarmupLinearDecay(1e-3, num_train_steps=100, warmup_steps=10)
-    restored = keras.optimizers.schedules.deserialize(
-        keras.optimizers.schedules.serialize(schedule))
-    self.assertIsInstance(restored, optimization.LinearWarmupLinearDecay)
-    self.assertEqual(restored.get_config(), schedule.get_config())
-
-  def test_bad_arguments(self):
-    with self.assertRaisesRegex(ValueError, "learning rate must be > 0"):
-      optimization.LinearWarmupLinearDecay(0.0, num_train_steps=10, warmup_steps=1)
-    with self.assertRaisesRegex(ValueError, "num_train_steps must be >= 1"):
-      optimization.LinearWarmupLinearDecay(1e-3, num_train_steps=0, warmup_steps=0)
-    with self.assertRaisesRegex(ValueError, "warmup_steps must be in"):
-      optimization.LinearWarmupLinearDecay(1e-3, num_train_steps=10, warmup_steps=10)
+def _rates(optimizer, steps):
+  rates = []
+  for step in steps:
+    optimizer.iterations.assign(step)
+    rates.append(optimization.current_learning_rate(optimizer))
+  return rates
 
 
 class CreateOptimizerTest(tf.test.TestCase):
 
-  def test_adam_on_the_schedule(self):
+  def test_defaults_are_adapter_berts(self):
     optimizer = optimization.create_optimizer(1e-3, num_train_steps=100)
-    self.assertIsInstance(optimizer, keras.optimizers.Adam)
-    self.assertNotIsInstance(optimizer, keras.optimizers.AdamW)
-    self.assertEqual(optimizer.epsilon, optimization.ADAM_EPSILON)
-    schedule = optimizer.get_config()["learning_rate"]
-    self.assertEqual(schedule["class_name"], "LinearWarmupLinearDecay")
-    self.assertEqual(schedule["config"]["warmup_steps"], 10)
+    self.assertIsInstance(optimizer, model_garden_optimization.AdamWeightDecay)
+    self.assertEqual(optimizer.weight_decay_rate, 0.01)
+    self.assertEqual(optimizer.gradient_clip_norm, 1.0)
+    self.assertEqual(optimizer.epsilon, 1e-6)
+    config = optimizer.get_config()
+    self.assertEqual(config["learning_rate"]["config"]["warmup_steps"], 10)
+
+  def test_learning_rate_by_hand(self):
+    # Peak 1e-3, 100 steps, 10 of warmup. Warmup: 1e-3 * step / 10. After it, BERT's linear
+    # decay counted from step 0: 1e-3 * (1 - step / 100), 0 from step 100 on.
+    optimizer = optimization.create_optimizer(1e-3, num_train_steps=100)
+    steps = [0, 1, 5, 9, 10, 55, 99, 100, 150]
+    expected = [0.0, 1e-4, 5e-4, 9e-4, 9e-4, 4.5e-4, 1e-5, 0.0, 0.0]
+    self.assertAllClose(_rates(optimizer, steps), expected, rtol=1e-5, atol=1e-10)
+
+  def test_no_warmup_starts_at_the_peak(self):
+    optimizer = optimization.create_optimizer(2e-3, num_train_steps=4, warmup_fraction=0.0)
+    self.assertAllClose(_rates(optimizer, range(5)), [2e-3, 1.5e-3, 1e-3, 5e-4, 0.0])
 
   def test_weight_decay_skips_layer_norm_and_bias(self):
     inputs = keras.Input((4,))
@@ -67,11 +58,28 @@ class CreateOptimizerTest(tf.test.TestCase):
     # Decoupled decay: w <- w - learning_rate * weight_decay * w.
     self.assertAllClose(variables[-1], before[-1] * (1 - 0.5 * 0.1))
 
+  def test_gradients_are_clipped_to_global_norm_one(self):
+    variable = tf.Variable([0.0, 0.0])
+    optimizer = optimization.create_optimizer(
+        1.0, num_train_steps=10, warmup_fraction=0.0, weight_decay=0.0)
+    # A gradient of norm 5 is scaled to norm 1; Adam's first step is then lr * sign-like
+    # m_hat / sqrt(v_hat) = lr * g / |g| per coordinate, whatever the scale, so look at the
+    # first moment, which keeps the clipped gradient: (1 - beta_1) * g_clipped.
+    optimizer.apply_gradients([(tf.constant([3.0, 4.0]), variable)])
+    self.assertAllClose(optimizer.get_slot(variable, "m"), [0.1 * 0.6, 0.1 * 0.8])
+
   def test_bad_arguments(self):
-    with self.assertRaisesRegex(ValueError, "warmup_fraction must be in"):
-      optimization.create_optimizer(1e-3, num_train_steps=10, warmup_fraction=1.0)
-    with self.assertRaisesRegex(ValueError, "weight_decay must be >= 0"):
-      optimization.create_optimizer(1e-3, num_train_steps=10, weight_decay=-0.01)
+    cases = [(dict(learning_rate=0.0), "learning_rate must be a finite number > 0"),
+             (dict(learning_rate=float("nan")), "learning_rate must be a finite number > 0"),
+             (dict(num_train_steps=0), "num_train_steps must be an integer >= 1"),
+             (dict(warmup_fraction=1.0), r"warmup_fraction must be in \[0, 1\)"),
+             (dict(weight_decay=-0.01), "weight_decay must be a finite number >= 0")]
+    for overrides, message in cases:
+      with self.subTest(**overrides):
+        kwargs = dict(learning_rate=1e-3, num_train_steps=10)
+        kwargs.update(overrides)
+        with self.assertRaisesRegex(ValueError, message):
+          optimization.create_optimizer(**kwargs)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import features
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.training import distribution
+from keras_adapters.training import optimization
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 
@@ -46,8 +47,8 @@ class RunConfig:
   batch_size: int = 32
   max_seq_length: int = 128
   seed: int = 0
-  weight_decay: float = 0.0
-  warmup_fraction: float = 0.1
+  weight_decay: float = optimization.DEFAULT_WEIGHT_DECAY
+  warmup_fraction: float = optimization.DEFAULT_WARMUP_FRACTION
   checkpoint_every_steps: int = 200
   strategy: str = "default"
   tpu: Optional[str] = None

@@ -17,8 +17,12 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
   anything more is saved, so the last checkpoint is a good one;
 * progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`.
 
-Training with `multi_worker_mirrored` on several workers is not supported: every worker would
-write the same `model_dir`.
+With `MultiWorkerMirroredStrategy` on several workers (configured by `TF_CONFIG`), every
+worker runs the same loop and saves at the same steps, as collective ops require, but only the
+chief writes `model_dir`; the others write to their own temporary `model_dir/workertemp_<id>`,
+removed at the end (the Keras and Model Garden convention). Every worker resumes from the
+chief's checkpoints, so `model_dir` must be a path they all reach (a shared file system or a
+`gs://` bucket).
 """
 
 import dataclasses
@@ -104,8 +108,8 @@ class Trainer:
                num_train_steps: int,
                learning_rate: float,
                model_dir: str,
-               warmup_fraction: float = 0.1,
-               weight_decay: float = 0.0,
+               warmup_fraction: float = optimization.DEFAULT_WARMUP_FRACTION,
+               weight_decay: float = optimization.DEFAULT_WEIGHT_DECAY,
                strategy: Optional[tf.distribute.Strategy] = None,
                checkpoint_every_steps: int = 1000,
                max_checkpoints_to_keep: int = 3,
@@ -132,7 +136,7 @@ class Trainer:
       model_dir: Directory of the checkpoints, the completion marker and the summaries; one
         per run.
       warmup_fraction: Fraction of the steps spent warming the learning rate up.
-      weight_decay: Decoupled weight decay (AdamW); 0 for Adam.
+      weight_decay: Decoupled weight decay (AdamW), LayerNorm and bias variables excluded.
       strategy: Distribution strategy; `None` for the current one (the default strategy
         outside any scope).
       checkpoint_every_steps: Checkpoint interval; a crash loses at most this many steps.
@@ -222,7 +226,10 @@ class Trainer:
     finally:
       for writer in self._writers.values():
         writer.close()
-    atomic_io.write_json(self._marker_path, dataclasses.asdict(result))
+    if self._is_chief:
+      atomic_io.write_json(self._marker_path, dataclasses.asdict(result))
+    else:
+      tf.io.gfile.rmtree(self._write_dir)
     return result
 
   @property
@@ -258,8 +265,6 @@ class Trainer:
       if not model.trainable_variables:
         raise ValueError("The model has no trainable variables: nothing to train.")
       optimizer = optimization.create_optimizer(**self._optimizer_args)
-      # Built now so that a restore fills the slots at once and checks they match.
-      optimizer.build(model.trainable_variables)
     self.model = model
     self._optimizer = optimizer
     # Completed steps, and where the data stands: the epoch and the batches consumed in it.
@@ -267,21 +272,26 @@ class Trainer:
     self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     self._batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="batch_in_epoch")
+    # Only the chief writes model_dir; the other workers of a multi-worker run still save (a
+    # save reads distributed variables with collective ops), into their own folder.
+    self._is_chief = self._strategy.extended.should_checkpoint
+    self._write_dir = self._model_dir if self._is_chief else os.path.join(
+        self._model_dir, f"workertemp_{self._strategy.cluster_resolver.task_id}")
     self._checkpoint = tf.train.Checkpoint(
         model=model, optimizer=optimizer, step=self._step, epoch=self._epoch,
         batch_in_epoch=self._batch_in_epoch)
     self._manager = tf.train.CheckpointManager(
-        self._checkpoint, self._model_dir, max_to_keep=self._max_checkpoints_to_keep,
+        self._checkpoint, self._write_dir, max_to_keep=self._max_checkpoints_to_keep,
         checkpoint_name=CHECKPOINT_NAME)
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
     self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
     self._writers = {
-        kind: tf.summary.create_file_writer(os.path.join(self._model_dir, SUMMARIES_DIR, kind))
+        kind: tf.summary.create_file_writer(os.path.join(self._write_dir, SUMMARIES_DIR, kind))
         for kind in ("train", "eval")}
 
   def _restore(self) -> int:
-    """Restores the latest checkpoint, if any; returns its step (0 without one)."""
-    latest = self._manager.latest_checkpoint
+    """Restores the chief's latest checkpoint, if any; returns its step (0 without one)."""
+    latest = tf.train.latest_checkpoint(self._model_dir)
     if latest is None:
       return 0
     try:
@@ -330,14 +340,14 @@ class Trainer:
       batch: `(features, labels)`, distributed.
 
     Returns:
-      The loss averaged over the global batch; the sum of the replicas' gradient norms, only
-      meant to be checked for being finite; the number of examples in the global batch.
+      The loss averaged over the global batch; the global norm of its gradient before
+      clipping; the number of examples in the global batch.
     """
     loss, grad_norm, num_examples = self._strategy.run(self._replica_step, args=batch)
-    sum_ = tf.distribute.ReduceOp.SUM
-    return (self._strategy.reduce(sum_, loss, axis=None),
-            self._strategy.reduce(sum_, grad_norm, axis=None),
-            self._strategy.experimental_local_results(num_examples)[0])
+    # The norm and the count were all-reduced: every replica holds the global value.
+    first_replica = lambda value: self._strategy.experimental_local_results(value)[0]
+    return (self._strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+            first_replica(grad_norm), first_replica(num_examples))
 
   def _replica_step(self, features, labels) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The step on one replica's share of the batch."""
@@ -359,13 +369,18 @@ class Trainer:
       if self.model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
     grads = tape.gradient(loss, variables)
-    self._optimizer.apply_gradients(zip(grads, variables))
-    return loss, tf.linalg.global_norm(grads), num_examples
+    # Sum over the replicas first, then clip the global batch's gradient: the optimiser's own
+    # clipping acts on each replica's share, so N replicas would not train as one device.
+    grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, grad_norm = tf.clip_by_global_norm(grads, self._optimizer.gradient_clip_norm)
+    self._optimizer.apply_gradients(zip(grads, variables),
+                                    experimental_aggregate_gradients=False)
+    return loss, grad_norm, num_examples
 
   def _train_loop(self, start_step: int) -> TrainResult:
     """Trains from `start_step` to the end; saves, evaluates and logs on the way."""
     num_steps = self._num_train_steps
-    progbar = keras.utils.Progbar(num_steps, verbose=int(self._progress_bar),
+    progbar = keras.utils.Progbar(num_steps, verbose=int(self._progress_bar and self._is_chief),
                                   stateful_metrics=["loss", "learning_rate"])
     progbar.update(start_step)
     step, loss, num_examples, interval_losses = start_step, None, 0, []
@@ -391,7 +406,9 @@ class Trainer:
       logs = None
       if step % self._log_every_steps == 0 or step == num_steps:
         logs = [("loss", float(np.mean(interval_losses))),
-                ("learning_rate", float(self._optimizer.learning_rate.numpy()))]
+                # The rate of the step just taken: the optimiser has counted it already.
+                ("learning_rate", optimization.current_learning_rate(self._optimizer,
+                                                                     offset=-1))]
         self._write_summaries("train", dict(logs), step)
         interval_losses = []
       progbar.update(step, logs)
@@ -408,7 +425,10 @@ class Trainer:
         step=num_steps, loss=loss, wall_time_s=wall_time,
         steps_per_sec=(num_steps - start_step) / wall_time,
         examples_per_sec=num_examples / wall_time, start_step=start_step,
-        checkpoint_path=self._manager.latest_checkpoint, eval_metrics=eval_metrics)
+        # The chief's copy: a worker's own folder is removed at the end.
+        checkpoint_path=os.path.join(
+            self._model_dir, os.path.basename(self._manager.latest_checkpoint)),
+        eval_metrics=eval_metrics)
 
   def _save(self, step: int):
     logging.info("Saved %s.", self._manager.save(checkpoint_number=step))
