@@ -1,14 +1,22 @@
 """Integration tests on the embedded default base model, all-MiniLM-L6-v2."""
 
+import hashlib
+
+import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
 import keras_adapters as ka
+from keras_adapters.tasks import builtin_datasets
 
 # Published usage example of all-MiniLM-L6-v2: "This is an example sentence", mean-pooled
 # over the attention mask and L2-normalised, starts with these values.
 _REFERENCE_SENTENCE = "This is an example sentence"
 _REFERENCE_START = [0.0676569, 0.0634959, 0.0487131, 0.0793050, 0.0374481, 0.0026527]
+# SHA-256 of the encoder inputs that the project's own preprocessing (before the Model
+# Garden's exporter replaced it) gave for every airline and BBC news text, alone and paired
+# with the text before it, packed to 128 tokens.
+_PACKED_REAL_TEXTS_SHA256 = "55043a82dc98573a0cb9b41ac42bd8faa0b161efefd07d034771429ed175feb5"
 
 
 def _sentence_embedding(outputs, inputs):
@@ -31,6 +39,20 @@ class DefaultModelTest(tf.test.TestCase):
     self.assertAllEqual(inputs["input_word_ids"][0, :7], [101, 2023, 2003, 2019, 2742, 6251, 102])
     embedding = _sentence_embedding(self.hub_encoder(inputs), inputs)
     self.assertAllClose(embedding[0, :6], _REFERENCE_START, atol=1e-5)
+
+  def test_real_texts_pack_to_the_same_ids_as_before(self):
+    preprocess = self.preprocess.resolved_object
+    digest = hashlib.sha256()
+    for task in ("airline", "bbc_news"):
+      _, examples = builtin_datasets.load_builtin_task(task)
+      texts = tf.constant(list(examples.texts[0]))
+      tokens = preprocess.tokenize(texts)
+      previous = preprocess.tokenize(tf.roll(texts, 1, axis=0))
+      for segments in ([tokens], [tokens, previous]):
+        packed = preprocess.bert_pack_inputs(segments, tf.constant(128))
+        for key in ka.INPUT_KEYS:
+          digest.update(packed[key].numpy().astype(np.int32).tobytes())
+    self.assertEqual(digest.hexdigest(), _PACKED_REAL_TEXTS_SHA256)
 
   def test_adapted_bert_with_identity_adapters_matches_the_hub_layer(self):
     """With zero adapters every output equals the Hub layer's to 1e-5 at every real token.

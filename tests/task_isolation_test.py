@@ -21,9 +21,7 @@ class TaskIsolationTest(tf.test.TestCase):
     root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_isolation_test")
     os.makedirs(root, exist_ok=True)
     cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
-    cls.preprocessor = preprocessing.BertPreprocessor(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
-        default_seq_length=_SEQ_LENGTH)
+    cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
 
   def _train(self, num_classes, seed):
     keras.utils.set_random_seed(seed)

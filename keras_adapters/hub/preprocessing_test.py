@@ -1,15 +1,15 @@
-"""Tests for the locally built TF Hub-format BERT preprocessing model."""
+"""Tests for the TF Hub-format BERT preprocessing model built with the Model Garden."""
 
 import os
 import shutil
 import tempfile
 from unittest import mock
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
-import tensorflow_text as text
 import tf_keras as keras
+
+from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.hub import preprocessing
 
@@ -31,20 +31,20 @@ def _words(*lines):
   return tf.constant(list(lines))
 
 
-class BertPreprocessorTest(tf.test.TestCase):
-  """The in-process object: tokenization and packing against hand-written ids."""
+class PreprocessingTest(tf.test.TestCase):
+  """Tokenization and packing of a loaded export against hand-written ids."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # Shared so that its traced functions are reused across tests.
-    cls.vocab_dir = tempfile.mkdtemp()
-    cls.preprocessor = preprocessing.BertPreprocessor(
-        _write_vocab(cls.vocab_dir), default_seq_length=10)
+    # Built and loaded once: an export takes seconds.
+    cls.root = tempfile.mkdtemp()
+    cls.preprocessor = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
+        _write_vocab(cls.root), os.path.join(cls.root, "uncased"), default_seq_length=10))
 
   @classmethod
   def tearDownClass(cls):
-    shutil.rmtree(cls.vocab_dir)
+    shutil.rmtree(cls.root)
     super().tearDownClass()
 
   def test_call_lowercases_packs_and_pads_with_the_vocab_pad_id(self):
@@ -66,8 +66,9 @@ class BertPreprocessorTest(tf.test.TestCase):
     self.assertEqual(tokens.to_list(), [[[_QUICK], [_UNK], [_JUMP, _S]], []])
 
   def test_cased_tokenizer_keeps_case(self):
-    cased = preprocessing.BertPreprocessor(
-        _write_vocab(self.get_temp_dir()), lower_case=False)
+    cased = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
+        _write_vocab(self.get_temp_dir()), os.path.join(self.get_temp_dir(), "cased"),
+        lower_case=False))
     self.assertEqual(cased.tokenize(_words("The the")).to_list(), [[[_UNK], [_THE]]])
 
   def test_two_segments_layout_and_type_ids(self):
@@ -95,74 +96,51 @@ class BertPreprocessorTest(tf.test.TestCase):
         [self.preprocessor.tokenize(_words("the quick brown fox"))], tf.constant(4))
     self.assertAllEqual(outputs["input_word_ids"], [[_CLS, _THE, _QUICK, _SEP]])
 
-  def test_three_segments_and_flat_segments(self):
+  def test_flat_segments_pack_like_tokenized_ones(self):
     flat = tf.ragged.constant([[_FOX], [_DOG, _DOT]], tf.int32)
-    outputs = self.preprocessor.bert_pack_inputs([flat, flat, flat])
-    self.assertAllEqual(outputs["input_word_ids"][0],
-                        [_CLS, _FOX, _SEP, _FOX, _SEP, _FOX, _SEP, _PAD, _PAD, _PAD])
-    self.assertAllEqual(outputs["input_type_ids"][1],
-                        [0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    outputs = self.preprocessor.bert_pack_inputs([flat, flat])
+    self.assertAllEqual(outputs["input_word_ids"],
+                        [[_CLS, _FOX, _SEP, _FOX, _SEP] + [_PAD] * 5,
+                         [_CLS, _DOG, _DOT, _SEP, _DOG, _DOT, _SEP] + [_PAD] * 3])
+    self.assertAllEqual(outputs["input_type_ids"][1], [0, 0, 0, 0, 1, 1, 1, 0, 0, 0])
 
-  def test_packing_matches_tensorflow_text_ragged_ops(self):
-    # The dense assembly must equal combine_segments + pad_model_inputs, empty rows and
-    # rows longer than seq_length included.
-    rng = np.random.default_rng(0)
-
-    def random_segment():
-      return tf.ragged.constant(
-          [list(rng.integers(4, 14, size=n)) for n in rng.integers(0, 9, size=6)], tf.int32)
-
-    for num_segments in (1, 2, 3):
-      segments = [random_segment() for _ in range(num_segments)]
-      for seq_length in (num_segments + 2, 9, 30):
-        outputs = self.preprocessor.bert_pack_inputs(segments, tf.constant(seq_length))
-        trimmed = text.RoundRobinTrimmer(seq_length - num_segments - 1).trim(segments)
-        word_ids, type_ids = text.combine_segments(trimmed, _CLS, _SEP)
-        expected_word_ids, expected_mask = text.pad_model_inputs(word_ids, seq_length, _PAD)
-        expected_type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
-        self.assertAllEqual(outputs["input_word_ids"], expected_word_ids)
-        self.assertAllEqual(outputs["input_mask"], expected_mask)
-        self.assertAllEqual(outputs["input_type_ids"], expected_type_ids)
-
-  def test_bad_segments_are_rejected(self):
-    segment = self.preprocessor.tokenize(_words("the"))
-    with self.assertRaisesRegex(ValueError, "1 to 3 tokenized segments"):
-      self.preprocessor.bert_pack_inputs([segment] * 4)
-    with self.assertRaisesRegex(ValueError, "wrap a single segment"):
-      self.preprocessor.bert_pack_inputs(segment)
-    with self.assertRaisesRegex(ValueError, "RaggedTensor"):
-      self.preprocessor.bert_pack_inputs([tf.constant([[_THE]])])
-    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "seq_length must exceed 3"):
-      self.preprocessor.bert_pack_inputs([segment, segment], tf.constant(3))
+  def test_offsets_locate_each_wordpiece_in_the_text(self):
+    tokens, starts, limits = self.preprocessor.tokenize_with_offsets(_words("The fox jumps"))
+    self.assertEqual(tokens.to_list(), [[[_THE], [_FOX], [_JUMP, _S]]])
+    self.assertEqual(starts.to_list(), [[[0], [4], [8, 12]]])
+    self.assertEqual(limits.to_list(), [[[3], [7], [12, 13]]])
 
   def test_special_token_ids_come_from_the_vocab(self):
-    self.assertEqual(self.preprocessor.special_token_ids,
-                     {"[CLS]": _CLS, "[SEP]": _SEP, "[PAD]": _PAD, "[UNK]": _UNK})
+    special = self.preprocessor.tokenize.get_special_tokens_dict()
+    self.assertEqual(int(special["vocab_size"]), len(_VOCAB))
+    self.assertEqual({key: int(special[key]) for key in (
+        "start_of_sequence_id", "end_of_segment_id", "padding_id")},
+                     dict(start_of_sequence_id=_CLS, end_of_segment_id=_SEP, padding_id=_PAD))
 
 
-class VocabErrorsTest(tf.test.TestCase):
+class ArgumentErrorsTest(tf.test.TestCase):
+
+  def _export_dir(self):
+    return os.path.join(self.get_temp_dir(), "never_written")
 
   def test_missing_vocab_file(self):
     with self.assertRaisesRegex(FileNotFoundError, "does not exist"):
-      preprocessing.BertPreprocessor(os.path.join(self.get_temp_dir(), "nope.txt"))
+      preprocessing.build_preprocessing_savedmodel(
+          os.path.join(self.get_temp_dir(), "nope.txt"), self._export_dir())
 
   def test_vocab_without_special_token(self):
     vocab = _write_vocab(self.get_temp_dir(), [t for t in _VOCAB if t != "[SEP]"])
     with self.assertRaisesRegex(ValueError, r"lacks the special tokens \['\[SEP\]'\]"):
-      preprocessing.BertPreprocessor(vocab)
-
-  def test_vocab_with_duplicate_token(self):
-    vocab = _write_vocab(self.get_temp_dir(), _VOCAB + ["fox"])
-    with self.assertRaisesRegex(ValueError, "'fox' twice"):
-      preprocessing.BertPreprocessor(vocab)
+      preprocessing.build_preprocessing_savedmodel(vocab, self._export_dir())
 
   def test_default_seq_length_too_short(self):
     with self.assertRaisesRegex(ValueError, "at least 3"):
-      preprocessing.BertPreprocessor(_write_vocab(self.get_temp_dir()), default_seq_length=2)
+      preprocessing.build_preprocessing_savedmodel(
+          _write_vocab(self.get_temp_dir()), self._export_dir(), default_seq_length=2)
 
-  def test_read_vocab_matches_line_numbers(self):
-    vocab = _write_vocab(self.get_temp_dir())
-    self.assertEqual(preprocessing.read_vocab(vocab), _VOCAB)
+  def tearDown(self):
+    self.assertFalse(os.path.exists(self._export_dir()))
+    super().tearDown()
 
 
 class SavedModelTest(tf.test.TestCase):
@@ -222,9 +200,9 @@ class SavedModelTest(tf.test.TestCase):
     self.assertAllEqual(self.loaded.bert_pack_inputs([tokens])["input_word_ids"],
                         [[_CLS, _THE, _QUICK, _BROWN, _FOX, _JUMP, _S, _SEP, _PAD, _PAD]])
     flat = tokens.merge_dims(1, 2)
-    outputs = self.loaded.bert_pack_inputs([flat, flat, flat], tf.constant(7))
+    outputs = self.loaded.bert_pack_inputs([flat, flat], tf.constant(7))
     self.assertAllEqual(outputs["input_word_ids"],
-                        [[_CLS, _THE, _SEP, _THE, _SEP, _THE, _SEP]])
+                        [[_CLS, _THE, _QUICK, _SEP, _THE, _QUICK, _SEP]])
 
   def test_existing_export_dir_is_refused(self):
     vocab = _write_vocab(self.get_temp_dir())
@@ -235,13 +213,12 @@ class SavedModelTest(tf.test.TestCase):
     vocab = _write_vocab(self.get_temp_dir())
     parent = os.path.join(self.get_temp_dir(), "failed")
 
-    def save_half_then_fail(unused_obj, export_dir):
+    def save_half_then_fail(export_dir, **unused_kwargs):
       tf.io.gfile.makedirs(os.path.join(export_dir, "variables"))
       raise OSError("disk full")
 
-    # Tracing plays no part in the failure path and takes seconds.
-    with mock.patch.object(preprocessing.BertPreprocessor, "trace_for_export"), \
-        mock.patch.object(tf.saved_model, "save", side_effect=save_half_then_fail):
+    with mock.patch.object(export_tfhub_lib, "export_preprocessing",
+                           side_effect=save_half_then_fail):
       with self.assertRaisesRegex(OSError, "disk full"):
         preprocessing.build_preprocessing_savedmodel(vocab, os.path.join(parent, "model"))
     self.assertEqual(os.listdir(parent), [])

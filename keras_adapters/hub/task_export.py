@@ -42,7 +42,7 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   Args:
     model: The trained Keras model mapping BERT input dicts to logits (or one score).
     preprocessor: An object with `tokenize` and `bert_pack_inputs`, such as a loaded TF Hub
-      BERT preprocessing SavedModel or `BertPreprocessor`.
+      BERT preprocessing SavedModel or `preprocessing.create_preprocessor(...)`.
     export_dir: Folder to write, replaced atomically.
     text_fields: Names of the text inputs, one or two.
     seq_length: Length sequences are packed to.

@@ -22,9 +22,7 @@ class TaskExportTest(tf.test.TestCase):
     root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_export_test")
     os.makedirs(root, exist_ok=True)
     cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
-    cls.preprocessor = preprocessing.BertPreprocessor(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
-        default_seq_length=_SEQ_LENGTH)
+    cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
 
   def _expected(self, model, *texts):
     inputs = self.preprocessor.bert_pack_inputs(
@@ -35,8 +33,9 @@ class TaskExportTest(tf.test.TestCase):
     """Raw strings in, the Keras model's softmax out, through both serving entry points,
     after the vocab file the preprocessing came from is gone (the export is self-contained)."""
     root = self.create_tempdir().full_path
-    preprocessor = preprocessing.BertPreprocessor(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), default_seq_length=8)
+    preprocessor = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), root + "/preprocess",
+        default_seq_length=8))
     model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 3)
     path = task_export.export_task(model, preprocessor, root + "/task",
                                    seq_length=_SEQ_LENGTH, label_names=["neg", "neu", "pos"])

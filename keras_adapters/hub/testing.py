@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 
+import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.hub import encoder_export
@@ -69,6 +70,12 @@ def tiny_preprocess_handle(seq_length=16):
   return preprocessing.build_preprocessing_savedmodel(
       save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
       default_seq_length=seq_length)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_preprocessor(seq_length=16):
+  """`tiny_preprocess_handle(seq_length)`, loaded once per process."""
+  return tf.saved_model.load(tiny_preprocess_handle(seq_length))
 
 
 def folder_digest(path):

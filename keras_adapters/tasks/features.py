@@ -2,7 +2,7 @@
 
 All examples are tokenized and packed once, up front, with any object that has TF Hub's
 BERT preprocessing interface (`tokenize` and `bert_pack_inputs`): the in-process
-`keras_adapters.hub.preprocessing.BertPreprocessor` or a loaded preprocessing SavedModel.
+`keras_adapters.hub.preprocessing.create_preprocessor` or a loaded preprocessing SavedModel.
 The packed ids are kept unpadded; the pipeline itself is plain `tf.data` ops, so it runs
 under any `tf.distribute` strategy.
 
@@ -58,7 +58,7 @@ def make_dataset(examples: TextExamples,
   Args:
     examples: Single sentences or sentence pairs, labelled or not.
     preprocessor: An object with TF Hub's `tokenize` and `bert_pack_inputs`, such as
-      `BertPreprocessor` or a loaded BERT preprocessing SavedModel.
+      `preprocessing.create_preprocessor(...)` or a loaded BERT preprocessing SavedModel.
     max_seq_length: Longest packed sequence, `[CLS]` and `[SEP]`s included; pairs
       are trimmed round-robin to fit.
     batch_size: Examples per batch (the global batch under `tf.distribute`).
@@ -156,7 +156,7 @@ def _check_arguments(examples: TextExamples, preprocessor: Any, *, max_seq_lengt
       getattr(preprocessor, "bert_pack_inputs", None)):
     raise TypeError(
         "preprocessor needs TF Hub's `tokenize` and `bert_pack_inputs`; pass a "
-        "BertPreprocessor or a BERT preprocessing SavedModel loaded with hub.load or "
+        "create_preprocessor(...) or a BERT preprocessing SavedModel loaded with hub.load or "
         f"tf.saved_model.load (not a hub.KerasLayer), got {type(preprocessor).__name__}.")
   if not len(examples):
     raise ValueError("examples is empty; a dataset needs at least one example.")

@@ -43,8 +43,9 @@ class MakeDatasetTest(tf.test.TestCase):
     vocab = os.path.join(cls.vocab_dir, "vocab.txt")
     with open(vocab, "w") as f:
       f.write("\n".join(_VOCAB) + "\n")
-    # Shared so that its traced functions are reused across tests.
-    cls.preprocessor = preprocessing.BertPreprocessor(vocab)
+    # Built and loaded once: an export takes seconds.
+    cls.preprocessor = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
+        vocab, os.path.join(cls.vocab_dir, "preprocess")))
 
   @classmethod
   def tearDownClass(cls):
