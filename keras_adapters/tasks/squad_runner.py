@@ -1,0 +1,232 @@
+"""One SQuAD v1.1 run: train a span labeler, answer the evaluation questions, score, export.
+
+Training goes through the project's `Trainer` (checkpoints, resumption after a kill, NaN stop,
+`tf.distribute` strategies), with the same `RunConfig` as the classification experiments; the
+windows and the answer search are the Model Garden's (`squad_features`), the scores the
+official v1.1 metric (`squad.evaluate`). Written to `model_dir`:
+
+* `predictions.json`: question id -> answer text, the official prediction format;
+* `nbest_predictions.json`: question id -> the n best answers with their probabilities and
+  logits;
+* `eval_results.json`: `{"exact_match": ..., "f1": ...}` in percent, as the official
+  `evaluate-v1.1.py` prints them;
+* `results.json`: those scores with the run's config, data sizes, parameter counts and times.
+  A run with it is finished: running it again returns it without training.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import qa_export
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import parameter_summary
+from keras_adapters.models import span_labeler
+from keras_adapters.tasks import squad
+from keras_adapters.tasks import squad_features
+from keras_adapters.tasks import squad_tokenizer
+from keras_adapters.training import distribution
+from keras_adapters.training import sweep
+from keras_adapters.training import task_runner
+from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import atomic_io
+
+RESULTS_FILE = "results.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+PREDICTIONS_FILE = "predictions.json"
+NBEST_FILE = "nbest_predictions.json"
+# Evaluation needs no gradients: larger batches than training fit.
+_EVAL_BATCH_SIZE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadConfig:
+  """The SQuAD side of a run (the model and optimiser side is `RunConfig`).
+
+  Attributes:
+    doc_stride: Tokens between the starts of consecutive windows over a long context.
+    max_query_length: Question tokens kept.
+    n_best_size: Best starts and ends searched per window; answers kept per question.
+    max_answer_length: Longest answer, in wordpieces.
+    max_train_examples: Train on a seeded subset of this many training questions (0 = all).
+    max_eval_examples: Evaluate on a seeded subset of this many questions (0 = all).
+  """
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  max_train_examples: int = 0
+  max_eval_examples: int = 0
+
+  def __post_init__(self):
+    for name in ("n_best_size", "max_answer_length"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+    for name in ("max_train_examples", "max_eval_examples"):
+      if getattr(self, name) < 0:
+        raise ValueError(f"{name} must be 0 (all) or positive, got {getattr(self, name)}.")
+
+  def window_settings(self, max_seq_length: int) -> squad_features.WindowSettings:
+    return squad_features.WindowSettings(max_seq_length=max_seq_length,
+                                         doc_stride=self.doc_stride,
+                                         max_query_length=self.max_query_length)
+
+
+def build_model(config: task_runner.RunConfig):
+  """The span labeler of `config`: its encoder with its tuning policy, and the span head."""
+  encoder = adapted_bert.AdaptedBert(
+      config.hub_handle, adapter_size=config.adapter_size, tuning=config.tuning,
+      top_k=config.top_k, adapter_init_stddev=config.adapter_init_stddev)
+  return span_labeler.build_span_labeler(encoder)
+
+
+def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.RunConfig,
+              squad_config: SquadConfig, model_dir: str, *, feature_cache_dir: str,
+              export_dir: Optional[str] = None, progress_bar: bool = True) -> Dict[str, Any]:
+  """Trains on `train`, answers and scores `dev`, optionally exports; resumable.
+
+  Args:
+    train: Checked training data.
+    dev: Checked evaluation data.
+    config: Model, optimiser and distribution settings; `max_seq_length` is the window
+      length (`pooling` is not used: the span head reads every token).
+    squad_config: Windows, answer search and data subsets.
+    model_dir: Folder of the checkpoints, logs, predictions and results.
+    feature_cache_dir: Root of the cached windows, shared by runs on the same data.
+    export_dir: If set, receives `saved_model/` (question and context strings in, answer
+      out) and `adapters/` (the adapter-only artifact).
+    progress_bar: Whether to show the training progress bar.
+
+  Returns:
+    The results dict also written to `model_dir/results.json`.
+
+  Raises:
+    sweep.ConfigMismatchError: `model_dir` holds a finished run of another configuration.
+  """
+  results_path = os.path.join(model_dir, RESULTS_FILE)
+  if os.path.isfile(results_path):
+    with open(results_path, encoding="utf-8") as f:
+      results = json.load(f)
+    _check_recorded(results, config, squad_config, model_dir)
+    if export_dir and results.get("export_dir") != export_dir:
+      # Finished before this export was asked for: export its final weights.
+      model = build_model(config)
+      tf.train.Checkpoint(model=model).restore(
+          tf.train.latest_checkpoint(model_dir)).expect_partial()
+      export(model, squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle), config,
+             squad_config, export_dir)
+      results["export_dir"] = export_dir
+      atomic_io.write_json(results_path, results)
+    return results
+
+  start = time.time()
+  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
+  tokenizer = squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle)
+  settings = squad_config.window_settings(config.max_seq_length)
+  train_features = squad_features.load_features(
+      train, tokenizer, settings, training=True, cache_dir=feature_cache_dir).select(
+          squad.sample_question_ids(train, squad_config.max_train_examples))
+  eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
+  eval_features = squad_features.load_features(
+      dev, tokenizer, settings, training=False, cache_dir=feature_cache_dir).select(eval_ids)
+
+  # TPUs compile one program per shape: pad every batch to the window length there.
+  static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
+  steps_per_epoch = squad_features.num_training_batches(
+      train_features, config.batch_size, config.max_seq_length, static_shapes=static_shapes)
+  num_train_steps = max(1, round(config.epochs * steps_per_epoch))
+
+  def train_data(shuffle_seed):
+    return squad_features.training_dataset(
+        train_features, batch_size=config.batch_size, seed=shuffle_seed,
+        max_seq_length=config.max_seq_length, static_shapes=static_shapes)
+
+  trainer = trainer_lib.Trainer(
+      lambda: build_model(config), span_labeler.span_loss, train_data,
+      num_train_steps=num_train_steps, learning_rate=config.learning_rate,
+      model_dir=model_dir, warmup_fraction=config.warmup_fraction,
+      weight_decay=config.weight_decay, strategy=strategy,
+      checkpoint_every_steps=config.checkpoint_every_steps, seed=config.seed,
+      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar)
+  train_result = trainer.train()
+  model = trainer.model
+  if model is None:  # Trained earlier; evaluation or the export did not finish.
+    with strategy.scope():
+      model = build_model(config)
+    tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
+
+  eval_start = time.time()
+  start_logits, end_logits = squad_features.predict_logits(model, eval_features,
+                                                           _EVAL_BATCH_SIZE)
+  predict_seconds = time.time() - eval_start
+  examples = squad_features.read_examples(dev, training=False)
+  if eval_ids is not None:
+    wanted = set(eval_ids)
+    examples = [example for example in examples if example.qas_id in wanted]
+  predictions, nbest = squad_features.postprocess(
+      examples, eval_features, start_logits, end_logits, vocab=tokenizer.vocab,
+      do_lower_case=tokenizer.do_lower_case, n_best_size=squad_config.n_best_size,
+      max_answer_length=squad_config.max_answer_length)
+  scores = squad.evaluate(squad.filter_articles(dev.articles, eval_ids), predictions)
+  atomic_io.write_json(os.path.join(model_dir, PREDICTIONS_FILE), predictions)
+  atomic_io.write_json(os.path.join(model_dir, NBEST_FILE), nbest)
+  atomic_io.write_json(os.path.join(model_dir, EVAL_RESULTS_FILE), scores)
+
+  summary = parameter_summary.parameter_summary(model)
+  results = dict(
+      task="squad_v1.1", config=dataclasses.asdict(config),
+      squad=dataclasses.asdict(squad_config), metrics=scores,
+      train_source=train.source, eval_source=dev.source,
+      train_questions=len(set(train_features.question_ids)),
+      train_windows=len(train_features), eval_questions=len(examples),
+      eval_windows=len(eval_features), num_train_steps=num_train_steps,
+      train_seconds=train_result.wall_time_s,
+      train_examples_per_second=train_result.examples_per_sec,
+      eval_seconds=time.time() - eval_start,
+      eval_windows_per_second=len(eval_features) / max(predict_seconds, 1e-9),
+      feature_build_seconds=dict(train=train_features.build_seconds,
+                                 eval=eval_features.build_seconds),
+      tokenizer=dict(vocab_file=tokenizer.vocab_file, do_lower_case=tokenizer.do_lower_case),
+      parameters=dict(trainable=summary.trainable, total=summary.total, base=summary.base,
+                      adapters=summary.adapters,
+                      trainable_percent_of_base=100.0 * summary.trainable / summary.base))
+  if export_dir:
+    export(model, tokenizer, config, squad_config, export_dir)
+    results["export_dir"] = export_dir
+  results["total_seconds"] = time.time() - start
+  atomic_io.write_json(results_path, results)
+  return results
+
+
+def export(model, tokenizer, config: task_runner.RunConfig, squad_config: SquadConfig,
+           export_dir: str) -> None:
+  """Writes `saved_model/` (raw strings in, answers out) and `adapters/` under `export_dir`."""
+  qa_export.export_qa(
+      model, tokenizer, os.path.join(export_dir, "saved_model"),
+      settings=squad_config.window_settings(config.max_seq_length),
+      n_best_size=squad_config.n_best_size, max_answer_length=squad_config.max_answer_length)
+  adapter_artifact.save_adapters(
+      model, os.path.join(export_dir, "adapters"),
+      metadata=dict(task="squad_v1.1", head="span_labeler",
+                    max_seq_length=config.max_seq_length, **{
+                        name: getattr(squad_config, name) for name in (
+                            "doc_stride", "max_query_length", "n_best_size",
+                            "max_answer_length")}))
+
+
+def _check_recorded(results, config, squad_config, model_dir) -> None:
+  """Raises unless a finished run in `model_dir` was recorded with these configs."""
+  sweep.check_run_config(results, config, model_dir)
+  recorded = results["squad"]
+  changed = [f"{name} (recorded {recorded.get(name)!r}, asked {value!r})"
+             for name, value in dataclasses.asdict(squad_config).items()
+             if recorded.get(name) != value]
+  if changed:
+    raise sweep.ConfigMismatchError(
+        f"{model_dir} holds a finished run with other SQuAD settings: {'; '.join(changed)}. "
+        "Use a fresh model_dir for the new settings, or the old values to reuse the run.")
