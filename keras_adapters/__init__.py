@@ -6,17 +6,22 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from keras_adapters.hub.adapter_artifact import load_adapters
-from keras_adapters.hub.adapter_artifact import save_adapters
+from keras_adapters.hub.adapter_artifact import PreprocessingConfig
 from keras_adapters.hub.default_model import default_hub_handle
 from keras_adapters.hub.default_model import default_preprocess_handle
+from keras_adapters.hub.multitask_export import export_multitask
 from keras_adapters.hub.task_export import export_task
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
 from keras_adapters.layers.adapter import Adapter
 from keras_adapters.models.adapted_bert import AdaptedBert
+from keras_adapters.models.adapter_config import AdapterConfig
 from keras_adapters.models.classifier import build_classifier
 from keras_adapters.models.parameter_summary import parameter_summary
 from keras_adapters.models.parameter_summary import print_trainable_parameters
+from keras_adapters.models.saving import export_task_from_artifact
+from keras_adapters.models.saving import load_adapters
+from keras_adapters.models.saving import load_task_model
+from keras_adapters.models.saving import save_adapters
 from keras_adapters.models.tuning import TUNING_POLICIES
 from keras_adapters.networks.adapted_bert_encoder import AdaptedBertEncoder
 from keras_adapters.networks.adapted_bert_encoder import INPUT_KEYS

@@ -1,50 +1,97 @@
-"""Adapter-only artifacts: a task's trained weights without the shared base, as in peft.
+"""The adapter artifact format: a task's trained weights without the shared base, as in peft.
 
-An artifact is a folder with `adapter_config.json` (the `AdaptedBert` configuration, the base
-handle and the base's fingerprint, every stored tensor's name and shape) and
-`adapter_model.safetensors` (the task's trained variables: adapters, LayerNorms and head under
-the paper's tuning). safetensors holds raw tensors only, so loading an artifact executes no
-code. Re-attaching checks the fingerprint: an artifact trained on another base is refused.
+An artifact is a folder with `adapter_config.json` and `adapter_model.safetensors`. The config
+(format 2) says everything needed to rebuild the task around its base:
+
+- `base`: the base encoder's handle and fingerprint (SHA-256 of its weights) and the
+  `AdaptedBert` arguments weights cannot reveal (activation, dropout, LayerNorm epsilon);
+- `adapter_config`: the `AdapterConfig` of the adapter set, and `adapter_name`, its name;
+- `head`: the task head (`kind`, `num_classes`, `pooling`, `dropout_rate`, `label_names`),
+  or `null` for a model not built by `build_classifier`;
+- `preprocessing`: how text becomes encoder inputs (`handle`, `text_fields`, `seq_length`),
+  or `null`;
+- `tensors`: every stored tensor's name and shape; `metadata`: the caller's.
+
+The safetensors file holds raw tensors only (the set's adapters and LayerNorms, the head,
+and for `top_k`/`full` tuning the base weights that trained), so loading executes no code.
+This module reads and writes the format; `keras_adapters.models.saving` saves models to it
+and rebuilds them from it. Format 1 (no base arguments, head or preprocessing) is still
+read by `load_adapters`; rebuilding a whole model needs format 2.
 """
 
+import dataclasses
 import json
 import os
+from typing import Optional, Tuple
 
-import numpy as np
 from safetensors import numpy as safetensors_numpy
 
-from keras_adapters.models import adapted_bert as adapted_bert_lib
-from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 class AdapterArtifactError(ValueError):
   """An artifact that is missing, corrupt, or does not fit the model it is loaded into."""
 
 
-def save_adapters(model, directory, metadata=None):
-  """Writes `model`'s trained variables and configuration to `directory`, atomically.
+@dataclasses.dataclass(frozen=True)
+class PreprocessingConfig:
+  """How a task's raw text becomes encoder inputs, as recorded in its artifact.
+
+  Attributes:
+    handle: TF Hub BERT preprocessing SavedModel (handle or path) matching the base.
+    text_fields: Names of the task's text inputs, one or two (a pair).
+    seq_length: Length sequences are packed to.
+  """
+  handle: str
+  text_fields: Tuple[str, ...] = ("text",)
+  seq_length: int = 128
+
+  def __post_init__(self):
+    object.__setattr__(self, "handle", os.fspath(self.handle))
+    fields = self.text_fields
+    if isinstance(fields, str) or not 1 <= len(fields) <= 2:
+      raise ValueError(f"text_fields must name one or two text inputs, got {fields!r}.")
+    object.__setattr__(self, "text_fields", tuple(fields))
+    if (isinstance(self.seq_length, bool) or not isinstance(self.seq_length, int)
+        or self.seq_length < 2):
+      raise ValueError(f"seq_length must be an integer >= 2, got {self.seq_length!r}.")
+
+  def to_dict(self):
+    return dict(handle=self.handle, text_fields=list(self.text_fields),
+                seq_length=self.seq_length)
+
+  @classmethod
+  def from_dict(cls, values):
+    return cls(values["handle"], tuple(values["text_fields"]), values["seq_length"])
+
+
+def write_artifact(directory, config, tensors, overwrite=False):
+  """Writes an artifact folder atomically.
 
   Args:
-    model: A Keras model containing exactly one `AdaptedBert`.
-    directory: Folder to write (replaced if it exists).
-    metadata: Optional JSON-serialisable dict stored with the config (task name, labels...).
+    directory: Folder to write. An existing artifact there is replaced; any other non-empty
+      folder is refused unless `overwrite`, so a wrong path never deletes a user's files.
+    config: The config dict (without `format_version` and `tensors`, which are added).
+    tensors: Name → numpy array.
+    overwrite: Replace a non-empty folder that is not an artifact.
 
   Returns:
     `directory`.
   """
-  bert = _the_adapted_bert(model)
-  tensors = {key: variable.numpy() for key, variable in _trainable_by_key(model, bert).items()}
-  config = dict(
-      format_version=FORMAT_VERSION,
-      adapted_bert=bert.get_config(),
-      base_fingerprint=bert.base_fingerprint,
-      tensors={key: list(value.shape) for key, value in tensors.items()},
-      metadata=metadata or {})
+  directory = os.fspath(directory)
+  if (os.path.isdir(directory) and os.listdir(directory) and not overwrite
+      and not os.path.isfile(os.path.join(directory, CONFIG_FILE))):
+    raise AdapterArtifactError(
+        f"{directory!r} is a non-empty folder that is not an adapter artifact; saving there "
+        f"would delete what it holds. Pick another folder, or pass overwrite=True to replace "
+        f"it.")
+  config = dict(config, format_version=FORMAT_VERSION,
+                tensors={key: list(value.shape) for key, value in tensors.items()})
   with atomic_io.atomic_directory(directory) as staging:
     atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE), safetensors_numpy.save(tensors))
     atomic_io.write_json(os.path.join(staging, CONFIG_FILE), config)
@@ -64,77 +111,79 @@ def read_adapter_config(directory):
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
     raise AdapterArtifactError(
         f"{path} is corrupt ({error}); save the adapters again.") from None
-  if config.get("format_version") != FORMAT_VERSION:
+  if not isinstance(config, dict) or config.get("format_version") not in _READABLE_VERSIONS:
+    version = config.get("format_version") if isinstance(config, dict) else None
     raise AdapterArtifactError(
-        f"{path} has format_version {config.get('format_version')!r}; this version of "
-        f"keras_adapters reads {FORMAT_VERSION}.")
+        f"{path} has format_version {version!r}; this version of keras_adapters reads "
+        f"{list(_READABLE_VERSIONS)}.")
   return config
 
 
-def load_adapters(model, directory):
-  """Loads an artifact written by `save_adapters` into a model of the same layout.
-
-  Args:
-    model: A Keras model built like the saved one, around the same base encoder.
-    directory: The artifact folder.
-
-  Raises:
-    AdapterArtifactError: The artifact is missing or corrupt, was trained on another base, or
-      its tensors do not fit the model's trainable variables.
-  """
-  config = read_adapter_config(directory)
-  bert = _the_adapted_bert(model)
-  if config["base_fingerprint"] != bert.base_fingerprint:
-    raise AdapterArtifactError(
-        f"The adapters at {directory!r} were trained on another base model (saved from "
-        f"{config['adapted_bert'].get('handle')!r}, fingerprint "
-        f"{config['base_fingerprint'][:12]}...); this model wraps {bert.handle!r} "
-        f"({bert.base_fingerprint[:12]}...). Attach them to the base they were trained on.")
-  weights_path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
+def read_tensors(directory):
+  """The artifact's tensors, name → numpy array, or a clear error."""
+  path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
   try:
-    tensors = safetensors_numpy.load_file(weights_path)
+    return safetensors_numpy.load_file(path)
   except Exception as error:  # pylint: disable=broad-except
     raise AdapterArtifactError(
-        f"Cannot read {weights_path} ({error}): the artifact is corrupt or incomplete; "
+        f"Cannot read {path} ({error}): the artifact is corrupt or incomplete; "
         "save the adapters again.") from None
-  targets = _trainable_by_key(model, bert)
-  if set(tensors) != set(targets):
-    missing, extra = sorted(set(targets) - set(tensors)), sorted(set(tensors) - set(targets))
-    raise AdapterArtifactError(
-        f"The artifact at {directory!r} does not fit this model: the model needs {missing} "
-        f"and the artifact has unexpected {extra}. Build the model with the same adapter "
-        f"configuration and head as when saving ({config['adapted_bert']}).")
-  for key, variable in targets.items():
-    if tuple(variable.shape) != tensors[key].shape:
-      raise AdapterArtifactError(
-          f"Tensor {key!r} of {directory!r} has shape {tensors[key].shape}, the model's has "
-          f"{tuple(variable.shape)}: the model is built with another configuration.")
-  for key, variable in targets.items():
-    variable.assign(np.asarray(tensors[key]))
 
 
-def _the_adapted_bert(model):
-  found = [m for m in [model] + list(model.submodules)
-           if isinstance(m, adapted_bert_lib.AdaptedBert)]
-  if len(found) != 1:
-    raise AdapterArtifactError(
-        f"Adapter artifacts need a model with exactly one AdaptedBert; found {len(found)}.")
-  return found[0]
+def base_fingerprint(config):
+  """The fingerprint of the base an artifact (of any readable format) was trained on."""
+  if config["format_version"] == 1:
+    return config["base_fingerprint"]
+  return config["base"]["fingerprint"]
 
 
-def _trainable_by_key(model, bert):
-  """Stable keys: Model Garden names inside the encoder, `head/<i>/<name>` outside it.
+def base_handle(config):
+  """The handle of the base an artifact was saved from."""
+  if config["format_version"] == 1:
+    return config["adapted_bert"].get("handle")
+  return config["base"]["handle"]
 
-  Head layers get Keras auto-names ("dense_3") that differ between processes, so outside the
-  encoder the position among the trainable variables identifies a tensor.
+
+def require_task_description(config, directory, what):
+  """Raises unless the artifact says how to rebuild its task (format 2 with a head).
+
+  Args:
+    config: The artifact's config.
+    directory: Its folder, for the message.
+    what: What needs the description, for the message (e.g. "load_task_model").
   """
-  encoder_ids = {id(w) for w in bert.weights}
-  keyed, head_index = {}, 0
-  for variable in model.trainable_variables:
-    if id(variable) in encoder_ids:
-      key = adapted_bert_encoder.canonical_variable_name(variable.name)
-    else:
-      key = f"head/{head_index}/{variable.name.split(':')[0].rsplit('/', 1)[-1]}"
-      head_index += 1
-    keyed[key] = variable
-  return keyed
+  if config["format_version"] < 2:
+    raise AdapterArtifactError(
+        f"The artifact at {directory!r} has format_version {config['format_version']}, which "
+        f"does not record its head or preprocessing, so {what} cannot rebuild its task. Build "
+        "the model as it was trained and attach the weights with load_adapters(model, "
+        "directory), then save_adapters(model, directory, label_names=..., preprocessing=...) "
+        "writes it in the current format.")
+  if config.get("head") is None:
+    raise AdapterArtifactError(
+        f"The artifact at {directory!r} does not describe its head (its model was not built "
+        f"by build_classifier), so {what} cannot rebuild it. Build the model and attach the "
+        "weights with load_adapters(model, directory).")
+
+
+def preprocessing_config(config, directory, handle=None):
+  """The artifact's `PreprocessingConfig`, with `handle` in place of the recorded one if given.
+
+  Raises:
+    AdapterArtifactError: The artifact records no preprocessing.
+  """
+  if config.get("preprocessing") is None:
+    raise AdapterArtifactError(
+        f"The artifact at {directory!r} records no preprocessing; save it with "
+        "save_adapters(..., preprocessing=PreprocessingConfig(handle, text_fields, "
+        "seq_length)).")
+  preprocessing = PreprocessingConfig.from_dict(config["preprocessing"])
+  return dataclasses.replace(preprocessing, handle=handle) if handle else preprocessing
+
+
+def label_names(head) -> Optional[Tuple[str, ...]]:
+  """The class names of a recorded head; class ids as names when none were recorded, `None`
+  for a regression head (one score)."""
+  if head["num_classes"] == 1 and not head.get("label_names"):
+    return None
+  return tuple(head.get("label_names") or (str(i) for i in range(head["num_classes"])))

@@ -1,107 +1,117 @@
-"""Tests for adapter-only artifacts."""
+"""Tests for the adapter artifact format (saving models to it: models/saving_test.py)."""
 
 import json
 import os
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import testing
-from keras_adapters.models import adapted_bert
-from keras_adapters.models import classifier
+
+_TENSORS = {"embeddings/layer_norm/gamma": np.ones([4], np.float32),
+            "head/0/kernel": np.arange(8, dtype=np.float32).reshape(4, 2)}
+_HEAD = dict(kind="classifier", num_classes=2, pooling="mean", dropout_rate=0.1,
+             label_names=["no", "yes"])
 
 
-class AdapterArtifactTest(tf.test.TestCase):
+class AdapterArtifactFormatTest(tf.test.TestCase, parameterized.TestCase):
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    root = os.path.join(tf.compat.v1.test.get_temp_dir(), "adapter_artifact_test")
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
-    cls.other_handle = testing.save_tiny_hub_encoder(os.path.join(root, "other"), seed=7)
+  def _write(self, directory=None, **config):
+    directory = directory or os.path.join(self.create_tempdir().full_path, "artifact")
+    return adapter_artifact.write_artifact(directory, dict(dict(head=_HEAD), **config), _TENSORS)
 
-  def _model(self, handle=None, adapter_size=4, num_classes=3):
-    return classifier.build_classifier(
-        adapted_bert.AdaptedBert(handle or self.handle, adapter_size=adapter_size),
-        num_classes)
+  def test_round_trip(self):
+    """The config comes back with the format version and tensor shapes, the tensors exactly."""
+    path = self._write(metadata={"task": "demo"})
+    config = adapter_artifact.read_adapter_config(path)
+    self.assertEqual(config["format_version"], adapter_artifact.FORMAT_VERSION)
+    self.assertEqual(config["tensors"], {"embeddings/layer_norm/gamma": [4],
+                                         "head/0/kernel": [4, 2]})
+    self.assertEqual(config["metadata"], {"task": "demo"})
+    tensors = adapter_artifact.read_tensors(path)
+    self.assertEqual(set(tensors), set(_TENSORS))
+    for key, value in _TENSORS.items():
+      self.assertAllEqual(tensors[key], value)
 
-  def _inputs(self):
-    ids = tf.constant([[2, 9, 10, 3], [2, 11, 3, 0]])
-    return dict(input_word_ids=ids, input_mask=tf.cast(ids > 0, tf.int32),
-                input_type_ids=tf.zeros_like(ids))
+  def test_non_empty_folder_that_is_no_artifact_is_never_deleted(self):
+    """A folder with other files is refused (and kept) unless overwrite=True."""
+    folder = self.create_tempdir().full_path
+    user_file = os.path.join(folder, "thesis.tex")
+    with open(user_file, "w", encoding="utf-8") as f:
+      f.write("years of work")
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
+                                "not an adapter artifact.*overwrite=True"):
+      self._write(folder)
+    self.assertTrue(os.path.isfile(user_file))
+    adapter_artifact.write_artifact(folder, {}, _TENSORS, overwrite=True)
+    self.assertFalse(os.path.exists(user_file))
+    self.assertEqual(adapter_artifact.read_adapter_config(folder)["format_version"], 2)
 
-  def _trained(self):
-    model = self._model()
-    for variable in model.trainable_variables:  # stands in for training: every value moves
-      variable.assign_add(tf.random.normal(variable.shape, stddev=0.1, seed=3))
-    return model
+  def test_an_artifact_and_an_empty_folder_are_replaced(self):
+    """Saving again over an artifact, or into an empty folder, needs no overwrite."""
+    folder = self.create_tempdir().full_path
+    self._write(folder, metadata={"run": 1})
+    self._write(folder, metadata={"run": 2})
+    self.assertEqual(adapter_artifact.read_adapter_config(folder)["metadata"], {"run": 2})
 
-  def test_round_trip_restores_outputs_exactly(self):
-    """Loading into a fresh model of the same layout reproduces the outputs bit for bit."""
-    model = self._trained()
-    path = adapter_artifact.save_adapters(model, self.create_tempdir().full_path + "/a",
-                                          metadata={"task": "demo"})
-    fresh = self._model()
-    self.assertNotAllEqual(fresh(self._inputs()), model(self._inputs()))
-    adapter_artifact.load_adapters(fresh, path)
-    self.assertAllEqual(fresh(self._inputs()), model(self._inputs()))
-    self.assertEqual(adapter_artifact.read_adapter_config(path)["metadata"], {"task": "demo"})
+  @parameterized.named_parameters(("missing", None, "missing"),
+                                  ("not_json", "{not json", "corrupt"),
+                                  ("future", json.dumps({"format_version": 9}), "reads \\[1, 2\\]"))
+  def test_bad_configs_are_clear_errors(self, content, message):
+    """A missing, corrupt or unknown-version config is an AdapterArtifactError saying so."""
+    folder = self.create_tempdir().full_path
+    if content is not None:
+      with open(os.path.join(folder, adapter_artifact.CONFIG_FILE), "w",
+                encoding="utf-8") as f:
+        f.write(content)
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, message):
+      adapter_artifact.read_adapter_config(folder)
 
-  def test_artifact_holds_only_the_trained_part(self):
-    """The artifact stores adapters, LayerNorms and head: no frozen base weights."""
-    model = self._trained()
-    path = adapter_artifact.save_adapters(model, self.create_tempdir().full_path + "/a")
-    names = adapter_artifact.read_adapter_config(path)["tensors"]
-    self.assertLen(names, len(model.trainable_variables))
-    self.assertFalse([n for n in names if "self_attention/query" in n or "word_embeddings" in n])
-    self.assertIn("transformer/layer_1/feedforward_adapter/up_project/kernel", names)
-    self.assertIn("embeddings/layer_norm/gamma", names)
-    stored = sum(int(np.prod(shape)) for shape in names.values())
-    self.assertEqual(stored, sum(int(np.prod(v.shape)) for v in model.trainable_variables))
-
-  def test_other_base_is_refused(self):
-    """Re-attaching to an encoder with other weights fails, naming both bases."""
-    path = adapter_artifact.save_adapters(self._trained(),
-                                          self.create_tempdir().full_path + "/a")
-    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "another base model"):
-      adapter_artifact.load_adapters(self._model(self.other_handle), path)
-
-  def test_other_layout_is_refused(self):
-    """A model with another adapter size or head cannot take the artifact."""
-    path = adapter_artifact.save_adapters(self._trained(),
-                                          self.create_tempdir().full_path + "/a")
-    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "shape"):
-      adapter_artifact.load_adapters(self._model(adapter_size=8), path)
-    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "shape"):
-      adapter_artifact.load_adapters(self._model(num_classes=2), path)
-
-  def test_corrupt_artifacts_are_clear_errors(self):
-    """Missing folder, broken JSON and truncated tensors each give a clear error."""
-    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "missing"):
-      adapter_artifact.load_adapters(self._model(), self.create_tempdir().full_path)
-    path = adapter_artifact.save_adapters(self._trained(),
-                                          self.create_tempdir().full_path + "/a")
+  def test_truncated_tensors_are_a_clear_error(self):
+    path = self._write()
     weights = os.path.join(path, adapter_artifact.WEIGHTS_FILE)
     with open(weights, "rb") as f:
       data = f.read()
     with open(weights, "wb") as f:
       f.write(data[:len(data) // 2])
     with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "corrupt"):
-      adapter_artifact.load_adapters(self._model(), path)
-    with open(os.path.join(path, adapter_artifact.CONFIG_FILE), "w", encoding="utf-8") as f:
-      f.write("{not json")
-    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "corrupt"):
-      adapter_artifact.load_adapters(self._model(), path)
+      adapter_artifact.read_tensors(path)
 
-  def test_config_is_plain_json(self):
-    """The config records the AdaptedBert arguments and the base fingerprint."""
-    path = adapter_artifact.save_adapters(self._trained(),
-                                          self.create_tempdir().full_path + "/a")
-    with open(os.path.join(path, adapter_artifact.CONFIG_FILE), encoding="utf-8") as f:
-      config = json.load(f)
-    self.assertEqual(config["adapted_bert"]["adapter_size"], 4)
-    self.assertLen(config["base_fingerprint"], 64)
+  def test_format_1_and_headless_artifacts_cannot_describe_their_task(self):
+    """Format 1 says how to migrate; an artifact without head says to use load_adapters."""
+    v1 = dict(format_version=1, base_fingerprint="f" * 64, adapted_bert={"handle": "/base"})
+    self.assertEqual(adapter_artifact.base_fingerprint(v1), "f" * 64)
+    self.assertEqual(adapter_artifact.base_handle(v1), "/base")
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
+                                r"format_version 1.*load_adapters.*save_adapters"):
+      adapter_artifact.require_task_description(v1, "/a", "load_task_model")
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
+                                "does not describe its head.*load_adapters"):
+      adapter_artifact.require_task_description(
+          dict(format_version=2, head=None), "/a", "load_task_model")
+
+  def test_preprocessing_config(self):
+    """PreprocessingConfig round-trips through its dict; a handle can replace the recorded."""
+    preprocessing = adapter_artifact.PreprocessingConfig("/p", ["a", "b"], 64)
+    self.assertEqual(preprocessing.text_fields, ("a", "b"))
+    self.assertEqual(adapter_artifact.PreprocessingConfig.from_dict(
+        json.loads(json.dumps(preprocessing.to_dict()))), preprocessing)
+    config = dict(preprocessing=preprocessing.to_dict())
+    self.assertEqual(adapter_artifact.preprocessing_config(config, "/a", "/q").handle, "/q")
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "no preprocessing"):
+      adapter_artifact.preprocessing_config(dict(preprocessing=None), "/a")
+    for fields in ((), ("a", "b", "c"), "text"):
+      with self.assertRaisesRegex(ValueError, "one or two"):
+        adapter_artifact.PreprocessingConfig("/p", fields)
+    with self.assertRaisesRegex(ValueError, "seq_length"):
+      adapter_artifact.PreprocessingConfig("/p", seq_length=1)
+
+  def test_label_names_of_a_head(self):
+    """Recorded names; class ids when none were recorded; None for a regression head."""
+    self.assertEqual(adapter_artifact.label_names(_HEAD), ("no", "yes"))
+    self.assertEqual(adapter_artifact.label_names(dict(num_classes=3)), ("0", "1", "2"))
+    self.assertIsNone(adapter_artifact.label_names(dict(num_classes=1, label_names=None)))
 
 
 if __name__ == "__main__":

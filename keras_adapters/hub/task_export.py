@@ -20,13 +20,32 @@ class _TaskModule(tf.Module):
                                    shape=[None], name="label_names")
 
   def predict(self, texts):
-    segments = [self.preprocessor.tokenize(t) for t in texts]
-    inputs = self.preprocessor.bert_pack_inputs(
-        segments, tf.constant(self.seq_length, tf.int32))
-    outputs = self.model(inputs, training=False)
-    if self.is_regression:
-      return {"scores": outputs[:, 0]}
-    return {"probabilities": tf.nn.softmax(outputs, axis=-1)}
+    inputs = pack_texts(self.preprocessor, texts, self.seq_length)
+    return task_outputs(self.model(inputs, training=False), self.is_regression)
+
+
+def pack_texts(preprocessor, texts, seq_length):
+  """Tokenizes one or two string tensors (segments) and packs them into BERT inputs.
+
+  Args:
+    preprocessor: An object with `tokenize` and `bert_pack_inputs` (a TF Hub BERT
+      preprocessing model).
+    texts: A list of one or two `[batch]` string tensors.
+    seq_length: Length to pack to.
+
+  Returns:
+    The TF Hub BERT input dict, int32 `[batch, seq_length]` each.
+  """
+  segments = [preprocessor.tokenize(t) for t in texts]
+  return preprocessor.bert_pack_inputs(segments, tf.constant(seq_length, tf.int32))
+
+
+def task_outputs(logits, is_regression):
+  """What a task's SavedModel returns for its logits: `scores` `[batch]` for a regression
+  task, `probabilities` `[batch, classes]` otherwise."""
+  if is_regression:
+    return {"scores": logits[:, 0]}
+  return {"probabilities": tf.nn.softmax(logits, axis=-1)}
 
 
 def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_length=128,

@@ -1,8 +1,22 @@
 """A BERT Transformer encoder block with Houlsby adapters in both sub-layers."""
 
+from typing import Callable, NamedTuple, Optional
+
 import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
+
+
+class BlockAdapters(NamedTuple):
+  """What an adapter set puts into one block: its two adapters and two LayerNorms.
+
+  Each is a callable from `[batch, seq, hidden]` to the same shape (a Keras layer, or a
+  function applying per-example parameters); an adapter may be `None` (no adapter there).
+  """
+  attention_adapter: Optional[Callable]
+  self_attention_layer_norm: Callable
+  feedforward_adapter: Optional[Callable]
+  output_layer_norm: Callable
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -20,6 +34,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
   `self_attention_layer_norm`, `intermediate`, `output`, `output_layer_norm`), so TF Hub
   variables map onto them by name. The adapters are `attention_adapter` and
   `feedforward_adapter`. Every sub-layer is a Keras layer with its own `trainable` flag.
+  A call may swap the block's own adapters and LayerNorms for another set's
+  (`adapters=BlockAdapters(...)`): one base serves several tasks.
 
   Example:
   >>> block = AdaptedTransformerBlock(num_heads=2, intermediate_size=64, adapter_size=8)
@@ -101,22 +117,29 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 
   @property
   def adapters(self):
-    """The block's adapters, empty when it has none."""
+    """The block's own adapters, empty when it has none."""
     return [a for a in (self.attention_adapter, self.feedforward_adapter) if a is not None]
 
-  def call(self, inputs, attention_mask=None, training=None):
+  def own_adapters(self):
+    """The block's own adapters and LayerNorms, as a `BlockAdapters`."""
+    return BlockAdapters(self.attention_adapter, self.self_attention_layer_norm,
+                         self.feedforward_adapter, self.output_layer_norm)
+
+  def call(self, inputs, attention_mask=None, training=None, adapters=None):
+    if adapters is None:
+      adapters = self.own_adapters()
     attention = self.self_attention(
         inputs, inputs, attention_mask=attention_mask, training=training)
     attention = self.attention_dropout(attention, training=training)
-    if self.attention_adapter is not None:
-      attention = self.attention_adapter(attention)
-    attention = self.self_attention_layer_norm(inputs + attention)
+    if adapters.attention_adapter is not None:
+      attention = adapters.attention_adapter(attention)
+    attention = adapters.self_attention_layer_norm(inputs + attention)
 
     feedforward = self.output_dense(self.intermediate(attention))
     feedforward = self.output_dropout(feedforward, training=training)
-    if self.feedforward_adapter is not None:
-      feedforward = self.feedforward_adapter(feedforward)
-    return self.output_layer_norm(attention + feedforward)
+    if adapters.feedforward_adapter is not None:
+      feedforward = adapters.feedforward_adapter(feedforward)
+    return adapters.output_layer_norm(attention + feedforward)
 
   def get_config(self):
     config = super().get_config()

@@ -230,7 +230,7 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     block(_inputs())
     for adapter in block.adapters:
       self.assertIsInstance(adapter, adapter_lib.Adapter)
-      self.assertEqual(adapter.bottleneck_size, 6)
+      self.assertEqual(adapter.adapter_size, 6)
       self.assertEqual(adapter.activation, "tanh")
       self.assertEqual(adapter.count_params(), 2 * 6 * _HIDDEN + _HIDDEN + 6)
 

@@ -1,5 +1,7 @@
 """Tests for the Houlsby bottleneck adapter."""
 
+import inspect
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -24,7 +26,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_output_shape_equals_input_shape(self, shape):
     """The adapter maps [..., d] to [..., d] whatever the leading dimensions."""
-    adapter = adapter_lib.Adapter(bottleneck_size=4)
+    adapter = adapter_lib.Adapter(adapter_size=4)
     outputs = adapter(_inputs(shape))
     self.assertEqual(outputs.shape, tf.TensorShape(shape))
 
@@ -33,18 +35,23 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
       ("d768_m64", 768, 64, 99_136),
       ("d8_m1", 8, 1, 25),
   )
-  def test_parameter_count_is_2md_plus_d_plus_m(self, d, m, expected):
-    """A d-wide adapter with bottleneck m holds 2md + d + m parameters, in four variables."""
-    adapter = adapter_lib.Adapter(bottleneck_size=m)
-    adapter(tf.zeros([1, 2, d]))
+  def test_build_creates_2md_plus_d_plus_m_parameters(self, d, m, expected):
+    """After build((None, None, d)), before any call, the adapter holds 2md + d + m
+    parameters in four variables named like a Hub export's."""
+    adapter = adapter_lib.Adapter(adapter_size=m, name="attention_adapter")
+    adapter.build((None, None, d))
     self.assertEqual(2 * m * d + d + m, expected)
     self.assertEqual(adapter.count_params(), expected)
     self.assertLen(adapter.weights, 4)
     self.assertLen(adapter.trainable_weights, 4)
+    self.assertEqual(sorted(adapter.weights_by_key()),
+                     ["down_project/bias", "down_project/kernel", "up_project/bias",
+                      "up_project/kernel"])
+    self.assertEqual(adapter.down_project.kernel.name, "down_project/kernel:0")
 
   def test_zero_init_stddev_is_exact_identity(self):
     """With init_stddev=0 every weight is zero and the output is exactly the input."""
-    adapter = adapter_lib.Adapter(bottleneck_size=4, init_stddev=0.0)
+    adapter = adapter_lib.Adapter(adapter_size=4, init_stddev=0.0)
     x = _inputs()
     outputs = adapter(x)
     for weight in adapter.weights:
@@ -53,7 +60,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_default_init_is_truncated_normal_with_zero_biases(self):
     """Kernels are N(0, 1e-2) truncated at 2 sigma; both biases start at zero."""
-    adapter = adapter_lib.Adapter(bottleneck_size=64)
+    adapter = adapter_lib.Adapter(adapter_size=64)
     adapter(tf.zeros([1, 1, 256]))
     for dense in (adapter.down_project, adapter.up_project):
       kernel = dense.kernel.numpy()
@@ -66,7 +73,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_projections_get_different_draws(self):
     """Down and up projections are initialised independently, not with one shared draw."""
-    adapter = adapter_lib.Adapter(bottleneck_size=16)
+    adapter = adapter_lib.Adapter(adapter_size=16)
     adapter(tf.zeros([1, 1, 16]))
     down = adapter.down_project.kernel.numpy()
     up = adapter.up_project.kernel.numpy()
@@ -75,7 +82,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_default_init_is_near_identity(self):
     """A freshly initialised adapter changes unit-scale inputs only by a tiny amount."""
-    adapter = adapter_lib.Adapter(bottleneck_size=8)
+    adapter = adapter_lib.Adapter(adapter_size=8)
     x = _inputs((4, 6, 32))
     delta = np.abs(adapter(x).numpy() - x.numpy())
     self.assertLess(delta.max(), 0.05)
@@ -83,7 +90,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_computes_skip_plus_bottleneck(self):
     """The output is h + W_up f(W_down h + b_down) + b_up, computed here by hand."""
-    adapter = adapter_lib.Adapter(bottleneck_size=3, activation="relu", init_stddev=0.5)
+    adapter = adapter_lib.Adapter(adapter_size=3, activation="relu", init_stddev=0.5)
     x = _inputs((2, 4, 6))
     adapter(x)
     rng = np.random.RandomState(3)
@@ -95,12 +102,16 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
     expected = x.numpy() + np.maximum(x.numpy() @ w_down + b_down, 0.0) @ w_up + b_up
     self.assertAllClose(adapter(x), expected, atol=1e-5)
 
-  def test_get_config_round_trip(self):
-    """from_config(get_config()) rebuilds an adapter with the same configuration."""
+  def test_get_config_has_every_argument_and_round_trips(self):
+    """get_config holds every constructor argument; from_config rebuilds the same adapter."""
     adapter = adapter_lib.Adapter(
-        bottleneck_size=7, activation="tanh", init_stddev=0.03, name="my_adapter")
+        adapter_size=7, activation="tanh", init_stddev=0.03, name="my_adapter")
     config = adapter.get_config()
-    self.assertEqual(config["bottleneck_size"], 7)
+    arguments = [name for name, p in inspect.signature(
+        adapter_lib.Adapter.__init__).parameters.items()
+                 if name != "self" and p.kind is not p.VAR_KEYWORD]
+    self.assertEqual(arguments, ["adapter_size", "activation", "init_stddev"])
+    self.assertEqual(config["adapter_size"], 7)
     self.assertEqual(config["activation"], "tanh")
     self.assertEqual(config["init_stddev"], 0.03)
     self.assertEqual(config["name"], "my_adapter")
@@ -109,7 +120,7 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_keras_serialize_deserialize(self):
     """The adapter is registered: keras.layers.deserialize(serialize(a)) gives an Adapter."""
-    adapter = adapter_lib.Adapter(bottleneck_size=5, activation="gelu", init_stddev=0.0)
+    adapter = adapter_lib.Adapter(adapter_size=5, activation="gelu", init_stddev=0.0)
     serialized = keras.layers.serialize(adapter)
     self.assertEqual(serialized["registered_name"], "keras_adapters>Adapter")
     rebuilt = keras.layers.deserialize(serialized)
@@ -125,9 +136,9 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
   def test_activation_is_configurable_and_changes_output(self, activation):
     """The bottleneck nonlinearity is the one asked for and changes what the adapter computes."""
     x = _inputs((2, 3, 8))
-    relu_adapter = adapter_lib.Adapter(bottleneck_size=4, init_stddev=0.5)
+    relu_adapter = adapter_lib.Adapter(adapter_size=4, init_stddev=0.5)
     other_adapter = adapter_lib.Adapter(
-        bottleneck_size=4, activation=activation, init_stddev=0.5)
+        adapter_size=4, activation=activation, init_stddev=0.5)
     relu_adapter(x)
     other_adapter(x)
     other_adapter.set_weights(relu_adapter.get_weights())
@@ -143,15 +154,15 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
       ("none", None),
       ("string", "64"),
   )
-  def test_invalid_bottleneck_size_raises(self, bottleneck_size):
-    """A non-positive or non-integer bottleneck_size is a ValueError naming the argument."""
-    with self.assertRaisesRegex(ValueError, "bottleneck_size"):
-      adapter_lib.Adapter(bottleneck_size=bottleneck_size)
+  def test_invalid_adapter_size_raises(self, adapter_size):
+    """A non-positive or non-integer adapter_size is a ValueError naming the argument."""
+    with self.assertRaisesRegex(ValueError, "adapter_size"):
+      adapter_lib.Adapter(adapter_size=adapter_size)
 
   def test_negative_init_stddev_raises(self):
     """A negative init_stddev is a ValueError naming the argument."""
     with self.assertRaisesRegex(ValueError, "init_stddev"):
-      adapter_lib.Adapter(bottleneck_size=4, init_stddev=-0.1)
+      adapter_lib.Adapter(adapter_size=4, init_stddev=-0.1)
 
 
 if __name__ == "__main__":

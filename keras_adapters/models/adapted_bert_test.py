@@ -127,9 +127,11 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     arguments = [name for name, p in inspect.signature(
         adapted_bert.AdaptedBert.__init__).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD]
-    self.assertLen(arguments, 10)
+    self.assertLen(arguments, 12)
     for name in arguments:
-      self.assertEqual(config[name], getattr(layer, name), msg=name)
+      value = getattr(layer, name)
+      self.assertEqual(config[name], value.to_dict() if name == "adapter_config" else value,
+                       msg=name)
     self.assertEqual(config["handle"], self.handle)
 
     rebuilt = keras.layers.deserialize(keras.layers.serialize(layer))

@@ -1,6 +1,8 @@
 """Which parts of a BERT encoder train: the paper's transfer strategies, chosen by name."""
 
 TUNING_POLICIES = ("adapters", "layer_norm", "top_k", "full")
+# The policies that leave the base unchanged, so that several tasks can share it.
+BASE_FROZEN_POLICIES = ("adapters", "layer_norm")
 
 
 def validate_tuning(tuning, top_k, num_layers, has_adapters):
@@ -27,7 +29,7 @@ def validate_tuning(tuning, top_k, num_layers, has_adapters):
     raise ValueError(f"top_k is only used with tuning='top_k', not tuning={tuning!r}.")
 
 
-def apply_tuning(encoder, tuning, top_k=None):
+def apply_tuning(encoder, tuning, top_k=None, adapter_set=None):
   """Sets the `trainable` flag of every sub-layer of `encoder` for a tuning policy.
 
   - `adapters`: adapters and every LayerNorm (the embedding one included) train; Houlsby et
@@ -40,18 +42,46 @@ def apply_tuning(encoder, tuning, top_k=None):
     encoder: An `AdaptedBertEncoder`.
     tuning: One of `TUNING_POLICIES`.
     top_k: Number of top blocks for `"top_k"`.
+    adapter_set: The adapters and LayerNorms that train, an `EncoderAdapters` of layers, when
+      they are not the encoder's own (another task's set on the same base; `adapters` and
+      `layer_norm` only). The encoder's own adapters and LayerNorms then stay frozen.
   """
-  validate_tuning(tuning, top_k, encoder.num_layers, bool(encoder.adapters))
+  own = encoder.own_adapters()
+  trained = own if adapter_set is None else adapter_set
+  trained_adapters = [a for block in trained.blocks
+                      for a in (block.attention_adapter, block.feedforward_adapter) if a]
+  validate_tuning(tuning, top_k, encoder.num_layers, bool(trained_adapters))
+  if adapter_set is not None and tuning not in BASE_FROZEN_POLICIES:
+    raise ValueError(
+        f"tuning={tuning!r} trains the shared base, so only the encoder's own adapter set can "
+        f"use it; another set on the same base needs one of {list(BASE_FROZEN_POLICIES)}.")
   first_trained_block = encoder.num_layers - top_k if tuning == "top_k" else None
   for layer in (encoder.word_embeddings, encoder.position_embedding, encoder.type_embeddings,
                 encoder.pooler_transform):
     layer.trainable = tuning == "full" or (tuning == "top_k" and layer is encoder.pooler_transform)
-  encoder.embedding_layer_norm.trainable = tuning in ("adapters", "layer_norm", "full")
-  for index, block in enumerate(encoder.transformer_layers):
+  own.embedding_layer_norm.trainable = tuning == "full"
+  for index, (block, block_own) in enumerate(zip(encoder.transformer_layers, own.blocks)):
     block_trains = tuning == "full" or (tuning == "top_k" and index >= first_trained_block)
     for layer in (block.self_attention, block.intermediate, block.output_dense):
       layer.trainable = block_trains
-    for layer in (block.self_attention_layer_norm, block.output_layer_norm):
-      layer.trainable = block_trains or tuning in ("adapters", "layer_norm")
-    for adapter in block.adapters:
-      adapter.trainable = block_trains or tuning == "adapters"
+    for layer in block_own:
+      if layer is not None:
+        layer.trainable = block_trains
+  if adapter_set is not None:
+    for layer in _layers(adapter_set):
+      layer.trainable = False
+  # What the set itself trains: its LayerNorms, and its adapters under the paper's policy.
+  if tuning in BASE_FROZEN_POLICIES:
+    trained.embedding_layer_norm.trainable = True
+    for block in trained.blocks:
+      block.self_attention_layer_norm.trainable = True
+      block.output_layer_norm.trainable = True
+  if tuning == "adapters":
+    for adapter in trained_adapters:
+      adapter.trainable = True
+
+
+def _layers(adapters):
+  """Every layer of an `EncoderAdapters`."""
+  return [adapters.embedding_layer_norm] + [
+      layer for block in adapters.blocks for layer in block if layer is not None]

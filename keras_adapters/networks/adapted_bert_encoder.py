@@ -6,8 +6,16 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
+from keras_adapters.layers import adapter_set
 
 INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def masked_mean(sequence_output, input_mask):
+  """The mean of `sequence_output` `[batch, seq, hidden]` over the real tokens of each row."""
+  mask = tf.cast(input_mask, sequence_output.dtype)[:, :, tf.newaxis]
+  return (tf.reduce_sum(sequence_output * mask, axis=1)
+          / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0))
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -21,7 +29,9 @@ class AdaptedBertEncoder(keras.layers.Layer):
 
   Sub-layers carry the Model Garden names (`word_embeddings`, `position_embedding`,
   `type_embeddings`, `embeddings/layer_norm`, `transformer/layer_<i>`, `pooler_transform`), which
-  `hub_variable_map()` turns into the variable names a TF Hub export uses.
+  `hub_variable_map()` turns into the variable names a TF Hub export uses. A call may replace
+  the encoder's own adapters and LayerNorms by another set's (`adapters=EncoderAdapters(...)`),
+  so one base serves several tasks.
 
   Example:
   >>> encoder = AdaptedBertEncoder(vocab_size=100, hidden_size=32, num_layers=2,
@@ -46,6 +56,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
     adapter_size: Adapter bottleneck `m` in every block, or `None` for plain BERT.
     adapter_activation: Nonlinearity inside the adapters.
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
+    adapter_leave_out: Indices of the blocks that get no adapters.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -64,6 +75,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
                adapter_size=None,
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
+               adapter_leave_out=(),
                **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
@@ -80,6 +92,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.adapter_size = adapter_size
     self.adapter_activation = adapter_activation
     self.adapter_init_stddev = adapter_init_stddev
+    self.adapter_leave_out = tuple(adapter_leave_out)
 
     self.word_embeddings = keras.layers.Embedding(
         vocab_size, hidden_size, name="word_embeddings")
@@ -98,7 +111,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             layer_norm_epsilon=layer_norm_epsilon,
-            adapter_size=adapter_size,
+            adapter_size=None if i in self.adapter_leave_out else adapter_size,
             adapter_activation=adapter_activation,
             adapter_init_stddev=adapter_init_stddev,
             name=f"transformer/layer_{i}") for i in range(num_layers)
@@ -106,7 +119,11 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.pooler_transform = keras.layers.Dense(
         hidden_size, activation="tanh", name="pooler_transform")
 
-  def call(self, inputs, training=None):
+  def call(self, inputs, training=None, adapters=None):
+    # Blocks build on their first call, so their own adapters are theirs to pick.
+    embedding_layer_norm, block_adapters = (
+        (self.embedding_layer_norm, [None] * self.num_layers) if adapters is None
+        else adapters)
     word_ids, mask, type_ids = _checked_inputs(inputs)
     seq_length = tf.shape(word_ids)[1]
     tf.debugging.assert_less_equal(
@@ -116,17 +133,23 @@ class AdaptedBertEncoder(keras.layers.Layer):
     embeddings = (self.word_embeddings(word_ids)
                   + self.position_embedding(tf.range(seq_length))[tf.newaxis]
                   + self.type_embeddings(type_ids))
-    x = self.embedding_dropout(self.embedding_layer_norm(embeddings), training=training)
+    x = self.embedding_dropout(embedding_layer_norm(embeddings), training=training)
 
     # [batch, 1, seq]: each query attends to the unpadded keys; broadcasts over queries.
     attention_mask = tf.cast(mask[:, tf.newaxis, :], tf.bool)
     encoder_outputs = []
-    for block in self.transformer_layers:
-      x = block(x, attention_mask=attention_mask, training=training)
+    for block, adapters_of_block in zip(self.transformer_layers, block_adapters):
+      x = block(x, attention_mask=attention_mask, training=training, adapters=adapters_of_block)
       encoder_outputs.append(x)
     pooled = self.pooler_transform(x[:, 0, :])
     return dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs,
                 default=pooled)
+
+  def own_adapters(self):
+    """The encoder's own adapters and LayerNorms, as an `EncoderAdapters`."""
+    return adapter_set.EncoderAdapters(
+        self.embedding_layer_norm,
+        tuple(block.own_adapters() for block in self.transformer_layers))
 
   @property
   def adapters(self):
@@ -171,6 +194,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         "adapter_size": self.adapter_size,
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,
+        "adapter_leave_out": self.adapter_leave_out,
     })
     return config
 

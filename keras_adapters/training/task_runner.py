@@ -21,6 +21,7 @@ from keras_adapters.hub import task_export
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
+from keras_adapters.models import saving
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import features
 from keras_adapters.tasks import metrics as metrics_lib
@@ -150,11 +151,14 @@ def run_task(spec: examples_lib.TaskSpec,
         model, preprocessor, os.path.join(export_dir, "saved_model"),
         text_fields=spec.text_fields, seq_length=config.max_seq_length,
         label_names=spec.label_names)
-    adapter_artifact.save_adapters(
+    saving.save_adapters(
         model, os.path.join(export_dir, "adapters"),
         metadata=dict(task=spec.name, text_fields=list(spec.text_fields),
                       label_names=None if spec.is_regression else list(spec.label_names),
-                      max_seq_length=config.max_seq_length))
+                      max_seq_length=config.max_seq_length),
+        label_names=None if spec.is_regression else spec.label_names,
+        preprocessing=adapter_artifact.PreprocessingConfig(
+            config.preprocess_handle, spec.text_fields, config.max_seq_length))
     results["export_dir"] = export_dir
   results["total_seconds"] = time.time() - start
   atomic_io.write_json(results_path, results)

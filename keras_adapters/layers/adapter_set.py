@@ -1,0 +1,139 @@
+"""Adapter sets: what one task puts into a shared BERT encoder, and `AdapterSet` to hold it."""
+
+from typing import Callable, NamedTuple, Tuple
+
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import adapted_transformer_block
+from keras_adapters.layers import adapter as adapter_lib
+
+_ADAPTER_SLOTS = ("attention_adapter", "feedforward_adapter")
+_LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
+
+
+class EncoderAdapters(NamedTuple):
+  """What an adapter set puts into an encoder: the embedding LayerNorm and, per block, its
+  `BlockAdapters` (two adapters, two LayerNorms). Entries are callables, as in `BlockAdapters`.
+  """
+  embedding_layer_norm: Callable
+  blocks: Tuple[adapted_transformer_block.BlockAdapters, ...]
+
+
+def adapter_weights_by_key(adapters):
+  """The weights of an `EncoderAdapters` of Keras layers, by stable keys.
+
+  Keys are the Model Garden names of an encoder's own adapters and LayerNorms
+  (`embeddings/layer_norm/gamma`, `transformer/layer_0/attention_adapter/down_project/kernel`,
+  ...) whichever set they come from, so one set's weights load into another's.
+
+  Args:
+    adapters: An `EncoderAdapters` whose entries are `LayerNormalization` and `Adapter`
+      layers (or `None` for an absent adapter).
+
+  Returns:
+    A dict from key to variable.
+  """
+  prefixed = [("embeddings/layer_norm", adapters.embedding_layer_norm)]
+  for index, block in enumerate(adapters.blocks):
+    prefixed += [(f"transformer/layer_{index}/{slot}", layer)
+                 for slot, layer in block._asdict().items() if layer is not None]
+  keyed = {}
+  for prefix, layer in prefixed:
+    parts = ({"gamma": layer.gamma, "beta": layer.beta}
+             if isinstance(layer, keras.layers.LayerNormalization) else layer.weights_by_key())
+    keyed.update({f"{prefix}/{name}": weight for name, weight in parts.items()})
+  return keyed
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class AdapterSet(keras.layers.Layer):
+  """A task's own adapters and LayerNorms for every layer of a BERT encoder, kept beside it.
+
+  An `AdaptedBertEncoder` holds one set of adapters and LayerNorms in its blocks; each further
+  task on the same frozen base holds its own in an `AdapterSet` and passes
+  `encoder_adapters()` to the encoder's call. Sub-layers are named as in the encoder
+  (`transformer/layer_0/attention_adapter`, `embeddings/layer_norm`, ...) and are created by
+  `build()`; LayerNorms start at the identity (gamma 1, beta 0): `AdaptedBert.add_adapter`
+  copies the base's values in.
+
+  Example:
+  >>> adapter_set = AdapterSet(num_layers=2, adapter_size=4, leave_out=(0,))
+  >>> adapter_set.build((None, None, 16))
+  >>> adapter_set.count_params()  # one block's two adapters, five LayerNorms
+  456
+
+  Args:
+    num_layers: Transformer blocks of the encoder.
+    adapter_size: Adapter bottleneck `m`, or `None` for LayerNorms only.
+    activation: Nonlinearity inside the adapters.
+    init_stddev: Standard deviation of the adapters' initial projections.
+    leave_out: Indices of the blocks that get no adapters.
+    layer_norm_epsilon: LayerNorm epsilon of the encoder.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, num_layers, adapter_size=None, activation="relu", init_stddev=1e-2,
+               leave_out=(), layer_norm_epsilon=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.num_layers = num_layers
+    self.adapter_size = adapter_size
+    self.activation = activation
+    self.init_stddev = init_stddev
+    self.leave_out = tuple(leave_out)
+    self.layer_norm_epsilon = layer_norm_epsilon
+
+  def build(self, input_shape):
+    hidden_shape = tf.TensorShape([None, None, tf.TensorShape(input_shape)[-1]])
+    # Slot path → layer; a dict, so that AdapterDrop can remove an adapter and the set still
+    # checkpoints.
+    self.slots = {}
+    paths = [("embeddings/layer_norm", self._layer_norm)]
+    for index in range(self.num_layers):
+      paths += [(f"transformer/layer_{index}/{slot}", self._layer_norm)
+                for slot in _LAYER_NORM_SLOTS]
+      if self.adapter_size is not None and index not in self.leave_out:
+        paths += [(f"transformer/layer_{index}/{slot}", self._adapter) for slot in _ADAPTER_SLOTS]
+    with tf.name_scope(self.name):
+      for path, make in paths:
+        layer = make(path)
+        with tf.name_scope(path):
+          layer.build(hidden_shape)
+        self.slots[path] = layer
+    super().build(input_shape)
+
+  def _layer_norm(self, name):
+    return keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
+
+  def _adapter(self, name):
+    return adapter_lib.Adapter(self.adapter_size, activation=self.activation,
+                               init_stddev=self.init_stddev, name=name)
+
+  def encoder_adapters(self):
+    """The set as the encoder's call takes it: an `EncoderAdapters` of this set's layers."""
+    blocks = []
+    for index in range(self.num_layers):
+      layers = {slot: self.slots.get(f"transformer/layer_{index}/{slot}")
+                for slot in _ADAPTER_SLOTS + _LAYER_NORM_SLOTS}
+      blocks.append(adapted_transformer_block.BlockAdapters(**layers))
+    return EncoderAdapters(self.slots["embeddings/layer_norm"], tuple(blocks))
+
+  def drop_adapters(self, layers):
+    """Removes the adapters of the blocks `layers` (AdapterDrop); their LayerNorms stay."""
+    for index in layers:
+      for slot in _ADAPTER_SLOTS:
+        self.slots.pop(f"transformer/layer_{index}/{slot}", None)
+    self.leave_out = tuple(sorted(set(self.leave_out) | set(layers)))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "num_layers": self.num_layers,
+        "adapter_size": self.adapter_size,
+        "activation": self.activation,
+        "init_stddev": self.init_stddev,
+        "leave_out": list(self.leave_out),
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+    })
+    return config

@@ -1,0 +1,155 @@
+"""Several tasks' adapters and LayerNorms stacked along a task axis, applied per example.
+
+One pass of a shared encoder then answers a batch that mixes tasks: each example's adapter
+and LayerNorm parameters are gathered by its task id. Tasks with smaller adapters (or none
+in a block) are zero-padded to the largest bottleneck, which leaves their outputs exact: a
+zero row of `W_up` adds nothing whatever the activation gives the padded units.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import adapted_transformer_block
+from keras_adapters.layers import adapter_set
+
+_ADAPTER_SLOTS = ("attention_adapter", "feedforward_adapter")
+_LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
+_ADAPTER_PARTS = ("down_project/kernel", "down_project/bias", "up_project/kernel",
+                  "up_project/bias")
+
+
+def layer_norm(inputs, gamma, beta, epsilon):
+  """LayerNorm over the last axis with the given scale and offset, computed as Keras does.
+
+  Args:
+    inputs: `[..., hidden]`.
+    gamma: Scale, broadcastable to `inputs` (`[hidden]`, or `[batch, 1, hidden]` per example).
+    beta: Offset, likewise.
+    epsilon: Added to the variance.
+
+  Returns:
+    The normalised `inputs`, in float32.
+  """
+  inputs = tf.cast(inputs, tf.float32)
+  mean, variance = tf.nn.moments(inputs, axes=[-1], keepdims=True)
+  return tf.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
+                                   variance_epsilon=epsilon)
+
+
+class StackedAdapters(tf.Module):
+  """The adapters and LayerNorms of several tasks on one encoder, one variable per weight.
+
+  Each of the encoder's LayerNorms becomes a `[tasks, hidden]` gamma and beta; each adapter
+  position a `[tasks, hidden, m]` down-projection (and so on), `m` the largest bottleneck
+  there. `encoder_adapters(task_ids)` gives what the encoder's call takes
+  (`AdaptedBertEncoder(..., adapters=...)`): per example when `task_ids` is a `[batch]`
+  tensor, or one task's slices when it is a Python int.
+
+  Args:
+    task_weights: Per task, its adapter and LayerNorm arrays by the keys of
+      `adapter_weights_by_key` (as stored in an adapter artifact). Every task has every
+      LayerNorm; adapters may differ in size or be absent.
+    num_layers: Transformer blocks of the encoder.
+    activation: The adapters' nonlinearity, the same for every task.
+    layer_norm_epsilon: LayerNorm epsilon of the encoder.
+    name: Module name.
+  """
+
+  def __init__(self, task_weights, num_layers, activation, layer_norm_epsilon,
+               name="stacked_adapters"):
+    super().__init__(name=name)
+    if not task_weights:
+      raise ValueError("StackedAdapters needs the weights of at least one task.")
+    self.num_tasks = len(task_weights)
+    self.num_layers = num_layers
+    self.activation = keras.activations.get(activation)
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.layer_norms = {}
+    self.adapters = {}
+    with self.name_scope:
+      for prefix in self._layer_norm_prefixes():
+        self.layer_norms[prefix] = tuple(
+            tf.Variable(np.stack([weights[f"{prefix}/{part}"] for weights in task_weights]),
+                        trainable=False, name=f"{prefix}/{part}") for part in ("gamma", "beta"))
+      for index in range(num_layers):
+        for slot in _ADAPTER_SLOTS:
+          prefix = f"transformer/layer_{index}/{slot}"
+          stacked = _stack_adapters(prefix, task_weights)
+          if stacked is not None:
+            self.adapters[prefix] = tuple(
+                tf.Variable(value, trainable=False, name=f"{prefix}/{part}")
+                for value, part in zip(stacked, _ADAPTER_PARTS))
+
+  def _layer_norm_prefixes(self):
+    return ["embeddings/layer_norm"] + [
+        f"transformer/layer_{index}/{slot}"
+        for index in range(self.num_layers) for slot in _LAYER_NORM_SLOTS]
+
+  def encoder_adapters(self, task_ids):
+    """The stacked sets for a batch, as the encoder's `adapters=` argument.
+
+    Args:
+      task_ids: int32 `[batch]`, each example's task index; or a Python int, one task for
+        the whole batch (that task's slices, no gathering).
+
+    Returns:
+      An `EncoderAdapters` of functions.
+    """
+    def norm(prefix):
+      gamma, beta = (_rows(v, task_ids) for v in self.layer_norms[prefix])
+      return lambda x: layer_norm(x, gamma, beta, self.layer_norm_epsilon)
+
+    def adapter(prefix):
+      if prefix not in self.adapters:
+        return None
+      down_kernel, down_bias, up_kernel, up_bias = (
+          _rows(v, task_ids) for v in self.adapters[prefix])
+      return lambda x: x + _matmul(
+          self.activation(_matmul(x, down_kernel) + down_bias), up_kernel) + up_bias
+
+    blocks = tuple(
+        adapted_transformer_block.BlockAdapters(
+            *(adapter(f"transformer/layer_{index}/{slot}") if slot in _ADAPTER_SLOTS
+              else norm(f"transformer/layer_{index}/{slot}")
+              for slot in adapted_transformer_block.BlockAdapters._fields))
+        for index in range(self.num_layers))
+    return adapter_set.EncoderAdapters(norm("embeddings/layer_norm"), blocks)
+
+
+def _rows(variable, task_ids):
+  """One task's slice, or each example's (with a sequence axis to broadcast over)."""
+  if isinstance(task_ids, int):
+    return variable[task_ids]
+  rows = tf.gather(variable, task_ids)
+  # Biases and LayerNorm parameters [batch, n] → [batch, 1, n]; kernels stay [batch, n, k].
+  return rows[:, tf.newaxis] if rows.shape.rank == 2 else rows
+
+
+def _matmul(inputs, kernel):
+  """`[batch, seq, n]` times a kernel `[n, k]` or per-example kernels `[batch, n, k]`."""
+  if kernel.shape.rank == 2:
+    return tf.einsum("bsn,nk->bsk", inputs, kernel)
+  return tf.einsum("bsn,bnk->bsk", inputs, kernel)
+
+
+def _stack_adapters(prefix, task_weights):
+  """`[tasks, ...]` arrays of one adapter position, zero-padded; `None` if no task has one."""
+  sizes = [weights[f"{prefix}/down_project/bias"].shape[0]
+           if f"{prefix}/down_project/bias" in weights else 0 for weights in task_weights]
+  size = max(sizes)
+  if not size:
+    return None
+  hidden = next(weights[f"{prefix}/up_project/bias"].shape[0]
+                for weights in task_weights if f"{prefix}/up_project/bias" in weights)
+  down_kernel = np.zeros([len(task_weights), hidden, size], np.float32)
+  down_bias = np.zeros([len(task_weights), size], np.float32)
+  up_kernel = np.zeros([len(task_weights), size, hidden], np.float32)
+  up_bias = np.zeros([len(task_weights), hidden], np.float32)
+  for task, (weights, m) in enumerate(zip(task_weights, sizes)):
+    if m:
+      down_kernel[task, :, :m] = weights[f"{prefix}/down_project/kernel"]
+      down_bias[task, :m] = weights[f"{prefix}/down_project/bias"]
+      up_kernel[task, :m] = weights[f"{prefix}/up_project/kernel"]
+      up_bias[task] = weights[f"{prefix}/up_project/bias"]
+  return down_kernel, down_bias, up_kernel, up_bias

@@ -1,0 +1,210 @@
+"""Saving a task model as an adapter artifact and rebuilding it: peft's `save_pretrained` and
+`from_pretrained` for `AdaptedBert` models.
+
+The artifact format is `keras_adapters.hub.adapter_artifact`'s: the adapter set, the head,
+their configuration and the base's fingerprint, never the base itself.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow_hub as hub
+
+from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import task_export
+from keras_adapters.models import adapted_bert as adapted_bert_lib
+from keras_adapters.models import classifier
+from keras_adapters.networks import adapted_bert_encoder
+
+AdapterArtifactError = adapter_artifact.AdapterArtifactError
+
+
+def save_adapters(model, directory, metadata=None, *, label_names=None, preprocessing=None,
+                  adapter_name=None, overwrite=False):
+  """Writes `model`'s task-specific weights and everything needed to rebuild it, atomically.
+
+  Args:
+    model: A Keras model containing exactly one `AdaptedBert`.
+    directory: Folder to write. An artifact there is replaced; another non-empty folder is
+      refused unless `overwrite=True`.
+    metadata: Optional JSON-serialisable dict stored with the config (task name...).
+    label_names: Class names in logit order, recorded with the head.
+    preprocessing: A `PreprocessingConfig` (how the task's text becomes encoder inputs),
+      needed to export the task from its artifact alone.
+    adapter_name: The adapter set to save; default the one the model was built with
+      (`build_classifier`), else the active one.
+    overwrite: Replace a non-empty folder that is not an artifact.
+
+  Returns:
+    `directory`.
+  """
+  bert = _the_adapted_bert(model)
+  name = _set_name(model, bert, adapter_name)
+  head = getattr(model, "head_config", None)
+  if label_names is not None:
+    if head is None or len(label_names) != head.num_classes:
+      raise ValueError(
+          f"label_names={list(label_names)} does not fit the model's head "
+          f"({'no build_classifier head' if head is None else f'{head.num_classes} logits'}).")
+    head = dataclasses.replace(head, label_names=tuple(label_names))
+  tensors = {key: variable.numpy() for key, variable in _task_variables(model, bert, name).items()}
+  config = dict(
+      base=dict(handle=bert.handle, fingerprint=bert.base_fingerprint,
+                activation=bert.activation, dropout_rate=bert.dropout_rate,
+                attention_dropout_rate=bert.attention_dropout_rate,
+                layer_norm_epsilon=bert.layer_norm_epsilon),
+      adapter_name=name,
+      adapter_config=bert.adapter_configs[name].to_dict(),
+      head=None if head is None else _head_dict(head),
+      preprocessing=None if preprocessing is None else preprocessing.to_dict(),
+      metadata=metadata or {})
+  return adapter_artifact.write_artifact(directory, config, tensors, overwrite=overwrite)
+
+
+def load_adapters(model, directory, adapter_name=None):
+  """Loads an artifact written by `save_adapters` into a model of the same layout.
+
+  Args:
+    model: A Keras model built like the saved one, around the same base encoder.
+    directory: The artifact folder.
+    adapter_name: The adapter set to load into; default as in `save_adapters`.
+
+  Raises:
+    AdapterArtifactError: The artifact is missing or corrupt, was trained on another base, or
+      its tensors do not fit the model's adapter set and head.
+  """
+  config = adapter_artifact.read_adapter_config(directory)
+  bert = _the_adapted_bert(model)
+  fingerprint = adapter_artifact.base_fingerprint(config)
+  if fingerprint != bert.base_fingerprint:
+    raise AdapterArtifactError(
+        f"The adapters at {directory!r} were trained on another base model (saved from "
+        f"{adapter_artifact.base_handle(config)!r}, fingerprint {fingerprint[:12]}...); this "
+        f"model wraps {bert.handle!r} ({bert.base_fingerprint[:12]}...). Attach them to the "
+        "base they were trained on.")
+  tensors = adapter_artifact.read_tensors(directory)
+  targets = _task_variables(model, bert, _set_name(model, bert, adapter_name))
+  if set(tensors) != set(targets):
+    missing, extra = sorted(set(targets) - set(tensors)), sorted(set(tensors) - set(targets))
+    raise AdapterArtifactError(
+        f"The artifact at {directory!r} does not fit this model: the model needs {missing} "
+        f"and the artifact has unexpected {extra}. Build the model with the same adapter "
+        f"configuration and head as when saving ({config.get('adapter_config')}).")
+  for key, variable in targets.items():
+    if tuple(variable.shape) != tensors[key].shape:
+      raise AdapterArtifactError(
+          f"Tensor {key!r} of {directory!r} has shape {tensors[key].shape}, the model's has "
+          f"{tuple(variable.shape)}: the model is built with another configuration.")
+  for key, variable in targets.items():
+    variable.assign(np.asarray(tensors[key]))
+
+
+def load_task_model(directory, base_handle=None):
+  """Rebuilds a whole task model from its artifact and its base (peft's `from_pretrained`).
+
+  Example:
+  ```python
+  model = keras_adapters.load_task_model("runs/airline/export/adapters")
+  logits = model(inputs)       # inputs: the TF Hub BERT input dict
+  ```
+
+  Args:
+    directory: An artifact written by `save_adapters` from a `build_classifier` model.
+    base_handle: The base encoder, if not at the handle the artifact records (another
+      machine, a moved cache). It must be the same base: its fingerprint is checked.
+
+  Returns:
+    The `build_classifier` model with the artifact's weights, in inference mode unless
+    trained further. Its `head_config` has the label names, its `preprocessing_config` the
+    recorded `PreprocessingConfig` (or `None`).
+
+  Raises:
+    AdapterArtifactError: The artifact is missing, corrupt, of format 1 or without a head, or
+      its base is not found or is another model.
+  """
+  config = adapter_artifact.read_adapter_config(directory)
+  adapter_artifact.require_task_description(config, directory, "load_task_model")
+  base = config["base"]
+  handle = base_handle or base["handle"]
+  if base_handle is None and "://" not in handle and not os.path.isdir(handle):
+    raise AdapterArtifactError(
+        f"The base the artifact at {directory!r} was trained on is not at {handle!r} any more; "
+        "pass base_handle= (its fingerprint is checked).")
+  bert = adapted_bert_lib.AdaptedBert(
+      handle, activation=base["activation"], dropout_rate=base["dropout_rate"],
+      attention_dropout_rate=base["attention_dropout_rate"],
+      layer_norm_epsilon=base["layer_norm_epsilon"], adapter_config=config["adapter_config"],
+      adapter_name=config["adapter_name"])
+  head = config["head"]
+  model = classifier.build_classifier(bert, head["num_classes"],
+                                      dropout_rate=head["dropout_rate"],
+                                      pooling=head["pooling"])
+  load_adapters(model, directory)
+  label_names = adapter_artifact.label_names(head)
+  model.head_config = dataclasses.replace(model.head_config, label_names=label_names)
+  model.preprocessing_config = (None if config.get("preprocessing") is None else
+                                adapter_artifact.preprocessing_config(config, directory))
+  return model
+
+
+def export_task_from_artifact(directory, export_dir, *, base_handle=None,
+                              preprocess_handle=None):
+  """Writes the task's single-task SavedModel (`export_task`) from its artifact alone.
+
+  Args:
+    directory: An artifact with a head and preprocessing (format 2).
+    export_dir: Folder of the SavedModel.
+    base_handle: The base encoder, if not at the recorded handle.
+    preprocess_handle: The preprocessing model, if not at the recorded handle.
+
+  Returns:
+    `export_dir`.
+  """
+  model = load_task_model(directory, base_handle=base_handle)
+  config = adapter_artifact.read_adapter_config(directory)
+  preprocessing = adapter_artifact.preprocessing_config(config, directory, preprocess_handle)
+  return task_export.export_task(
+      model, hub.load(preprocessing.handle), export_dir,
+      text_fields=preprocessing.text_fields, seq_length=preprocessing.seq_length,
+      label_names=model.head_config.label_names)
+
+
+def _the_adapted_bert(model):
+  found = [m for m in [model] + list(model.submodules)
+           if isinstance(m, adapted_bert_lib.AdaptedBert)]
+  if len(found) != 1:
+    raise AdapterArtifactError(
+        f"Adapter artifacts need a model with exactly one AdaptedBert; found {len(found)}.")
+  return found[0]
+
+
+def _set_name(model, bert, adapter_name):
+  """The adapter set a model serves: named, bound by `build_classifier`, or active."""
+  return adapter_name or getattr(model, "adapter_name", None) or bert.active_adapter
+
+
+def _task_variables(model, bert, adapter_name):
+  """What makes the task: its adapter set's weights (or, when its tuning trains the base,
+  whatever in the encoder trains) and the head, by stable keys.
+
+  Inside the encoder the keys are Model Garden names; head layers get Keras auto-names
+  ("dense_3") that differ between processes, so outside the encoder the position among the
+  trainable variables identifies a tensor: `head/<i>/<name>`.
+  """
+  if bert.adapter_configs[adapter_name].trains_base:
+    keyed = {adapted_bert_encoder.canonical_variable_name(v.name): v
+             for v in bert.trainable_weights}
+  else:
+    keyed = bert.adapter_weights(adapter_name)
+  encoder_ids = {id(w) for w in bert.weights}
+  head = [v for v in model.trainable_variables if id(v) not in encoder_ids]
+  for index, variable in enumerate(head):
+    keyed[f"head/{index}/{variable.name.split(':')[0].rsplit('/', 1)[-1]}"] = variable
+  return keyed
+
+
+def _head_dict(head):
+  values = dataclasses.asdict(head)
+  values["label_names"] = None if head.label_names is None else list(head.label_names)
+  return values
