@@ -1,6 +1,7 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
 import dataclasses
+import json
 import os
 from typing import Callable, Mapping, Sequence
 
@@ -78,21 +79,60 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   summary = dict(task=spec.name, metric=metric, eval_split=eval_split,
                  train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
                  epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
-                 batch_size=base_config.batch_size, rows=rows)
-  atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
-  atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
+                 batch_size=base_config.batch_size,
+                 rows=rows + _merged_rows(_read_summary(results_dir)))
+  _write_summary(results_dir, summary)
+  return summary
+
+
+def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split="test",
+               eval_examples):
+  """Adds rows of other methods (baselines without BERT) to `comparison.json` and `.md`.
+
+  A merged row replaces an earlier one of the same method and is kept when
+  `compare_methods` rewrites the table. Beside the keys of a method's row, it may hold
+  `search_seconds`, `train_examples` and a `note` shown under the table; keys that do not
+  apply (`trainable_percent_of_base`, `seconds_per_epoch`) are `None`.
+
+  Args:
+    results_dir: Folder of the summary files; they are created if missing.
+    rows: The rows, each with `method`, `seeds`, `scores`, `mean`, `sem` and
+      `trainable_parameters`.
+    task: The task's name; must match the existing summary's.
+    metric: The metric of the scores; must match the existing summary's.
+    eval_split: The split of the scores; must match the existing summary's.
+    eval_examples: Examples in that split; must match the existing summary's.
+
+  Returns:
+    The summary written to `comparison.json`.
+
+  Raises:
+    ValueError: If the existing summary is for another task, metric or evaluation split.
+  """
+  summary = _read_summary(results_dir) or dict(task=task, metric=metric, eval_split=eval_split,
+                                               eval_examples=eval_examples, rows=[])
+  expected = dict(task=task, metric=metric, eval_split=eval_split, eval_examples=eval_examples)
+  differs = {k: summary[k] for k, v in expected.items() if summary[k] != v}
+  if differs:
+    raise ValueError(
+        f"{results_dir}/comparison.json reports {differs}, not {expected}: rows are merged "
+        "only into a table of the same task, metric and evaluation split.")
+  methods = {row["method"] for row in rows}
+  summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + list(rows)
+  _write_summary(results_dir, summary)
   return summary
 
 
 def markdown_table(summary):
   """The comparison as a Markdown table: mean ± s.e.m. over seeds, gap to full, size, speed."""
   full_mean = next((row["mean"] for row in summary["rows"] if row["method"] == "full"), None)
+  # A table of merged rows only has no budget of the BERT methods to state.
+  budget = (f"{summary['train_examples']:,} training examples, {summary['epochs']:g} "
+            f"epoch(s), batch {summary['batch_size']}, {summary['max_seq_length']} tokens "
+            "max, " if "train_examples" in summary else "")
   lines = [
       f"Task `{summary['task']}`: {summary['eval_split']} {summary['metric']} (%), mean ± "
-      f"s.e.m. over seeds; {summary['train_examples']:,} training examples, "
-      f"{summary['epochs']:g} epoch(s), batch {summary['batch_size']}, "
-      f"{summary['max_seq_length']} tokens max, {summary['eval_examples']:,} evaluation "
-      "examples.", "",
+      f"s.e.m. over seeds; {budget}{summary['eval_examples']:,} evaluation examples.", "",
       "| method | seeds | score | vs full | trained params / task | % of base | s / epoch |",
       "|---|---|---|---|---|---|---|"]
   for row in summary["rows"]:
@@ -101,9 +141,33 @@ def markdown_table(summary):
            else f"{row['mean'] - full_mean:+.2f}")
     lines.append(
         f"| {row['method']} | {len(row['seeds'])} | {row['mean']:.2f} ± {row['sem']:.2f} | "
-        f"{gap} | {row['trainable_parameters']:,} | {row['trainable_percent_of_base']:.2f} | "
-        f"{row['seconds_per_epoch']:.0f} |")
-  return "\n".join(lines) + "\n"
+        f"{gap} | {row['trainable_parameters']:,} | "
+        f"{_optional(row['trainable_percent_of_base'], '.2f')} | "
+        f"{_optional(row['seconds_per_epoch'], '.0f')} |")
+  notes = [f"- `{row['method']}`: {row['note']}" for row in summary["rows"] if row.get("note")]
+  return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _optional(value, spec):
+  return "–" if value is None else format(value, spec)
+
+
+def _read_summary(results_dir):
+  path = os.path.join(results_dir, "comparison.json")
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _merged_rows(summary):
+  """The rows `merge_rows` added to a summary: those of methods outside `METHODS`."""
+  return [row for row in (summary or {}).get("rows", []) if row["method"] not in METHODS]
+
+
+def _write_summary(results_dir, summary):
+  atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
+  atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
 
 
 def _sem(values):

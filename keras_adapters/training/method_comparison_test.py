@@ -250,5 +250,64 @@ class MarkdownTableTest(tf.test.TestCase):
     self.assertLen(table.splitlines(), 4)
 
 
+def _extra_row(method, score, note="made elsewhere"):
+  return dict(method=method, seeds=[0], scores=[score], mean=score, sem=0.0,
+              trainable_parameters=77, trainable_percent_of_base=None,
+              seconds_per_epoch=None, search_seconds=60.0, train_examples=10, note=note)
+
+
+class MergeRowsTest(tf.test.TestCase):
+
+  def _merge(self, results_dir, *rows, **overrides):
+    where = dict(task="toy", metric="accuracy", eval_split="test", eval_examples=4)
+    where.update(overrides)
+    return method_comparison.merge_rows(results_dir, list(rows), **where)
+
+  def test_rows_join_the_table_and_survive_a_new_comparison(self):
+    """Merged rows sit below the methods' rows with their gap to full fine-tuning and "–"
+    where a column does not apply, their notes under the table; re-merging a method
+    replaces its row, and a later comparison run keeps them and leaves its own rows as
+    they would be without them."""
+    results_dir = self.create_tempdir().full_path
+    run = _FakeRun({("full", 0): 0.5, ("adapters", 0): 0.25})
+    alone = method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["full"], [0], self.create_tempdir().full_path,
+        self.create_tempdir().full_path, 6, run_fn=run)
+    method_comparison.compare_methods(_SPEC, _SPLITS, _base_config(), ["full"], [0],
+                                      self.create_tempdir().full_path, results_dir, 6,
+                                      run_fn=run)
+    self._merge(results_dir, _extra_row("no_bert", 40.0, "old"))
+    self._merge(results_dir, _extra_row("no_bert", 45.0), _extra_row("tfidf_logreg", 30.0))
+    with open(os.path.join(results_dir, "comparison.md"), encoding="utf-8") as f:
+      lines = f.read().splitlines()
+    self.assertEqual(lines[4:], [
+        "| full | 1 | 50.00 ± 0.00 | – | 1,000 | 1.50 | 10 |",
+        "| no_bert | 1 | 45.00 ± 0.00 | -5.00 | 77 | – | – |",
+        "| tfidf_logreg | 1 | 30.00 ± 0.00 | -20.00 | 77 | – | – |",
+        "",
+        "- `no_bert`: made elsewhere",
+        "- `tfidf_logreg`: made elsewhere"])
+    summary = method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["full", "adapters"], [0],
+        self.create_tempdir().full_path, results_dir, 6, run_fn=run)
+    self.assertEqual([row["method"] for row in summary["rows"]],
+                     ["full", "adapters", "no_bert", "tfidf_logreg"])
+    self.assertEqual(summary["rows"][0], alone["rows"][0])
+
+  def test_merging_into_a_missing_table_makes_one(self):
+    results_dir = os.path.join(self.create_tempdir().full_path, "toy")
+    self._merge(results_dir, _extra_row("tfidf_logreg", 30.0))
+    with open(os.path.join(results_dir, "comparison.md"), encoding="utf-8") as f:
+      self.assertEqual(f.read().splitlines()[0],
+                       "Task `toy`: test accuracy (%), mean ± s.e.m. over seeds; 4 evaluation "
+                       "examples.")
+
+  def test_refuses_a_table_of_other_examples(self):
+    results_dir = self.create_tempdir().full_path
+    self._merge(results_dir, _extra_row("tfidf_logreg", 30.0))
+    with self.assertRaisesRegex(ValueError, r"reports \{'eval_examples': 4\}"):
+      self._merge(results_dir, _extra_row("no_bert", 30.0), eval_examples=5)
+
+
 if __name__ == "__main__":
   tf.test.main()
