@@ -123,7 +123,9 @@ class AdapterSet(keras.layers.Layer):
     """Removes the adapters of the blocks `layers` (AdapterDrop); their LayerNorms stay."""
     for index in layers:
       for slot in _ADAPTER_SLOTS:
-        self.slots.pop(f"transformer/layer_{index}/{slot}", None)
+        path = f"transformer/layer_{index}/{slot}"
+        if path in self.slots:
+          del self.slots[path]  # Through the tracking wrapper, which dict.pop would bypass.
     self.leave_out = tuple(sorted(set(self.leave_out) | set(layers)))
 
   def get_config(self):

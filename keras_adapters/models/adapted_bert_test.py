@@ -12,6 +12,8 @@ import tf_keras as keras
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
+from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
 
 _NUM_LAYERS = testing.TINY_CONFIG["num_layers"]
@@ -199,6 +201,176 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     for replica_output in results:
       self.assertAllClose(replica_output, self.hub_outputs["pooled_output"], atol=1e-5, rtol=0)
     self._assert_matches_hub(layer(self.inputs, training=False))
+
+
+class NamedAdaptersTest(tf.test.TestCase):
+  """Several adapter sets on one base: add, activate, train one, disable, delete, drop."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.handle = testing.tiny_hub_handle()
+    cls.inputs = _padded_batch()
+    cls.hub_outputs = hub.KerasLayer(cls.handle)(cls.inputs, training=False)
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(11)
+
+  def _layer(self, **kwargs):
+    return adapted_bert.AdaptedBert(self.handle, adapter_size=4, dropout_rate=0.0,
+                                    attention_dropout_rate=0.0, **kwargs)
+
+  def _sequence(self, layer, **kwargs):
+    return layer(self.inputs, training=False, **kwargs)["sequence_output"]
+
+  def _fit(self, model, num_classes):
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True)
+    model.fit(self.inputs, tf.constant([0, 1, num_classes - 1]), batch_size=3, epochs=2,
+              verbose=0)
+
+  def test_adapter_config_argument(self):
+    """adapter_config= gives the first set's settings; conflicting arguments are refused."""
+    config = adapter_config.AdapterConfig(adapter_size=3, activation="tanh", leave_out=(1,))
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=config)
+    self.assertEqual(layer.adapter_configs, {"default": config})
+    self.assertEqual((layer.adapter_size, layer.adapter_activation), (3, "tanh"))
+    self.assertLen(layer.encoder.adapters, 2)
+    self.assertEqual([a.adapter_size for a in layer.encoder.transformer_layers[0].adapters],
+                     [3, 3])
+    self.assertEmpty(layer.encoder.transformer_layers[1].adapters)
+    with self.assertRaisesRegex(ValueError, r"conflicting arguments \{'adapter_size': 8\}"):
+      adapted_bert.AdaptedBert(self.handle, adapter_size=8, adapter_config=config)
+    with self.assertRaisesRegex(ValueError, r"leave_out=\[7\]"):
+      adapted_bert.AdaptedBert(
+          self.handle, adapter_config=adapter_config.AdapterConfig(leave_out=(7,)))
+
+  def test_added_set_starts_from_the_base_and_is_chosen_by_name(self):
+    """A new set (identity adapters) computes the Hub encoder; set_adapter switches to it."""
+    layer = self._layer()
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2, init_stddev=0.0))
+    self.assertEqual(list(layer.adapter_configs), ["default", "b"])
+    self.assertEqual(layer.active_adapter, "default")
+    for weight in layer.adapter_weights("default").values():  # the default set "trained"
+      weight.assign_add(tf.random.normal(weight.shape, stddev=0.1))
+    trained = self._sequence(layer)
+    self.assertNotAllClose(trained, self.hub_outputs["sequence_output"], atol=1e-3)
+    self.assertAllClose(self._sequence(layer, adapter_name="b"),
+                        self.hub_outputs["sequence_output"], atol=1e-5, rtol=0)
+    layer.set_adapter("b")
+    self.assertAllClose(self._sequence(layer), self.hub_outputs["sequence_output"], atol=1e-5,
+                        rtol=0)
+    self.assertAllClose(self._sequence(layer, adapter_name="default"), trained, atol=1e-6)
+    # Added sets stay frozen until train_adapter.
+    self.assertEmpty({id(w) for w in layer.trainable_weights}
+                     & {id(w) for w in layer.adapter_weights("b").values()})
+
+  def test_training_task_b_never_changes_task_a(self):
+    """With A's model trained and B training on the same base, A's weights, head and
+    outputs stay bitwise; only B's set and head move."""
+    layer = self._layer()
+    model_a = classifier.build_classifier(layer, 3)
+    self._fit(model_a, 3)
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2))
+    layer.train_adapter("b")
+    model_b = classifier.build_classifier(layer, 2)
+    b_weights = {id(w) for w in layer.adapter_weights("b").values()}
+    b_head = {id(w) for w in model_b.get_layer("logits").weights}
+    self.assertEqual({id(w) for w in model_b.trainable_weights}, b_weights | b_head)
+    before = {id(v): v.numpy().copy() for v in model_a.weights + model_b.weights}
+    outputs_a = model_a(self.inputs, training=False)
+    self._fit(model_b, 2)
+    for variable in model_a.weights + model_b.weights:
+      changed = not np.array_equal(variable.numpy(), before[id(variable)])
+      self.assertEqual(changed, id(variable) in b_weights | b_head, msg=variable.name)
+    self.assertAllEqual(model_a(self.inputs, training=False), outputs_a)
+    # Training A again leaves B alone, and brings back A's trainable weights.
+    layer.train_adapter("default")
+    a_trainable = {id(w) for w in model_a.trainable_weights}
+    self.assertEqual(a_trainable, {id(w) for w in layer.adapter_weights("default").values()}
+                     | {id(w) for w in model_a.get_layer("logits").weights})
+
+  def test_disable_adapter_gives_the_plain_base(self):
+    """Inside disable_adapter() every call is the Hub encoder, even a model bound to a set."""
+    layer = self._layer()
+    model = classifier.build_classifier(layer, 3)
+    for weight in layer.adapter_weights().values():
+      weight.assign_add(tf.random.normal(weight.shape, stddev=0.1))
+    trained = self._sequence(layer)
+    with layer.disable_adapter():
+      self.assertAllClose(self._sequence(layer), self.hub_outputs["sequence_output"],
+                          atol=1e-5, rtol=0)
+      pooled = self.hub_outputs["pooled_output"]
+      head = model.get_layer("logits")
+      self.assertAllClose(model(self.inputs, training=False),
+                          pooled @ head.kernel + head.bias, atol=1e-5)
+    self.assertAllClose(self._sequence(layer), trained, atol=1e-6)
+
+  def test_delete_adapter(self):
+    """Deleting the active set activates the next; deleting the encoder's own leaves the
+    base in the encoder; with no set left a call says what to do."""
+    layer = self._layer()
+    layer.add_adapter("b")
+    layer.add_adapter("c", adapter_config.AdapterConfig(adapter_size=None,
+                                                        tuning="layer_norm"))
+    layer.set_adapter("b")
+    layer.delete_adapter("b")
+    self.assertEqual(layer.active_adapter, "default")
+    for weight in layer.adapter_weights("default").values():
+      weight.assign_add(tf.random.normal(weight.shape, stddev=0.1))
+    layer.delete_adapter("default")
+    self.assertEqual((list(layer.adapter_configs), layer.active_adapter), (["c"], "c"))
+    self.assertEmpty(layer.encoder.adapters)
+    self.assertAllClose(self._sequence(layer), self.hub_outputs["sequence_output"], atol=1e-5,
+                        rtol=0)
+    layer.delete_adapter("c")
+    self.assertIsNone(layer.active_adapter)
+    with self.assertRaisesRegex(ValueError, "No adapter set named None.*add_adapter"):
+      layer(self.inputs)
+    with self.assertRaisesRegex(ValueError, "No adapter set named 'b'"):
+      layer.set_adapter("b")
+
+  def test_add_adapter_refusals(self):
+    """Duplicate or bad names, and any set that trains the shared base, are refused."""
+    layer = self._layer()
+    with self.assertRaisesRegex(ValueError, "exists already"):
+      layer.add_adapter("default")
+    with self.assertRaisesRegex(ValueError, "Adapter set names"):
+      layer.add_adapter("a/b")
+    with self.assertRaisesRegex(ValueError, r"\['b'\] train the base"):
+      layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=None, tuning="full"))
+    full = adapted_bert.AdaptedBert(self.handle, adapter_size=None, tuning="full")
+    with self.assertRaisesRegex(ValueError, r"\['default'\] train the base"):
+      full.add_adapter("b")
+
+  def test_drop_adapters_is_adapter_drop(self):
+    """Dropping block 0's adapters equals zeroing them; the set's config leaves block 0 out;
+    the layer still checkpoints and restores."""
+    layer = self._layer()
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2))
+    for name in ("default", "b"):
+      for key, weight in layer.adapter_weights(name).items():
+        dropped = key.startswith("transformer/layer_0/") and "_adapter/" in key
+        weight.assign(tf.zeros_like(weight) if dropped
+                      else weight + tf.random.normal(weight.shape, stddev=0.2))
+    expected = {name: self._sequence(layer, adapter_name=name) for name in ("default", "b")}
+    for name in ("default", "b"):
+      layer.drop_adapters(range(1), adapter_name=name)
+      self.assertEqual(layer.adapter_configs[name].leave_out, (0,))
+      self.assertFalse([k for k in layer.adapter_weights(name) if "layer_0/attention_ad" in k])
+      self.assertAllClose(self._sequence(layer, adapter_name=name), expected[name], atol=1e-6)
+    self.assertLen(layer.encoder.adapters, 2)
+    path = tf.train.Checkpoint(layer=layer).save(self.create_tempdir().full_path + "/ckpt")
+    restored = self._layer()
+    restored.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2))
+    for name in ("default", "b"):
+      restored.drop_adapters([0], adapter_name=name)
+    tf.train.Checkpoint(layer=restored).restore(path).assert_consumed()
+    self.assertAllClose(self._sequence(restored, adapter_name="b"), expected["b"], atol=1e-6)
+    with self.assertRaisesRegex(ValueError, r"layers \[5\] do not exist"):
+      layer.drop_adapters([5])
 
 
 if __name__ == "__main__":

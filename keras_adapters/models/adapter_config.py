@@ -73,12 +73,6 @@ class AdapterConfig:
           f"leave_out={list(self.leave_out)} names layers {outside} that the encoder does not "
           f"have: it has layers 0..{num_layers - 1}.")
 
-  def adapter_layers(self, num_layers):
-    """Indices of the layers that get adapters."""
-    if self.adapter_size is None:
-      return ()
-    return tuple(i for i in range(num_layers) if i not in self.leave_out)
-
   def to_dict(self):
     """A JSON-serialisable dict that `from_dict` turns back into this config."""
     values = dataclasses.asdict(self)

@@ -68,6 +68,18 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
     expected = means @ head.kernel.numpy() + head.bias.numpy()
     self.assertAllClose(model(batch, training=False), expected, atol=1e-5)
 
+  def test_model_records_its_head_and_adapter_set(self):
+    """head_config describes the head; the model keeps serving the set active when built."""
+    encoder = self._encoder()
+    model = classifier.build_classifier(encoder, 3, dropout_rate=0.2, pooling="mean")
+    self.assertEqual(model.head_config, classifier.HeadConfig(3, "mean", 0.2))
+    self.assertEqual(model.adapter_name, "default")
+    expected = model(_batch(), training=False)
+    encoder.add_adapter("other")
+    encoder.set_adapter("other")
+    self.assertAllEqual(model(_batch(), training=False), expected)
+    self.assertEqual(classifier.build_classifier(encoder, 2).adapter_name, "other")
+
   def test_unknown_pooling_is_refused(self):
     """A pooling that does not exist is an error listing the choices."""
     with self.assertRaisesRegex(ValueError, "cls.*mean"):

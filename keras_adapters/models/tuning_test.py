@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
 from keras_adapters.models import tuning
 from keras_adapters.networks import adapted_bert_encoder
 
@@ -105,6 +106,24 @@ class TuningTest(tf.test.TestCase, parameterized.TestCase):
     self._assert_trains_exactly(layer, lambda n: _is_adapter(n) or _is_layer_norm(n))
     tuning.apply_tuning(layer.encoder, "full")
     self.assertLen(layer.trainable_weights, len(layer.weights))
+
+  @parameterized.named_parameters(("adapters", "adapters"), ("layer_norm", "layer_norm"))
+  def test_another_adapter_set_trains_alone(self, policy):
+    """With adapter_set=, that set's part trains; the base and the own set stay frozen."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_size=4)
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2))
+    other = layer._adapter_sets["b"]  # pylint: disable=protected-access
+    other.trainable = True
+    tuning.apply_tuning(layer.encoder, policy, adapter_set=other.encoder_adapters())
+    self.assertEmpty(layer.encoder.trainable_weights)
+    expected = {k for k in layer.adapter_weights("b")
+                if policy == "adapters" or _is_layer_norm(k)}
+    trainable = {id(w) for w in layer.trainable_weights}
+    self.assertEqual({k for k, w in layer.adapter_weights("b").items() if id(w) in trainable},
+                     expected)
+    self.assertLen(trainable, len(expected))
+    with self.assertRaisesRegex(ValueError, "tuning='full' trains the shared base"):
+      tuning.apply_tuning(layer.encoder, "full", adapter_set=other.encoder_adapters())
 
   def test_unknown_policy_raises_listing_policies(self):
     """An unknown policy is a ValueError that lists every policy."""

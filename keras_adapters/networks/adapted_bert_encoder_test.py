@@ -165,6 +165,18 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIs(adapters[-1], self.shared_encoder.transformer_layers[-1].feedforward_adapter)
     self.assertEmpty(encoder.adapters)  # The encoder built without adapters.
 
+  def test_adapter_leave_out_blocks_have_no_adapters(self):
+    """Blocks in adapter_leave_out get no adapters; the others keep theirs."""
+    encoder = _encoder(num_layers=3, adapter_leave_out=(0, 2))
+    encoder(_inputs())
+    self.assertEqual([len(block.adapters) for block in encoder.transformer_layers], [0, 2, 0])
+    self.assertEqual(encoder.get_config()["adapter_leave_out"], (0, 2))
+
+  def test_masked_mean_averages_real_tokens(self):
+    sequence = tf.constant([[[1.0], [3.0], [100.0]], [[2.0], [0.0], [0.0]]])
+    mask = tf.constant([[1, 1, 0], [0, 0, 0]])
+    self.assertAllClose(adapted_bert_encoder.masked_mean(sequence, mask), [[2.0], [0.0]])
+
   def test_padding_does_not_change_unpadded_outputs(self):
     """Changing the word ids at padded positions leaves every unpadded output unchanged."""
     encoder = self.shared_encoder

@@ -1,0 +1,55 @@
+"""Tests for AdapterConfig."""
+
+import json
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from keras_adapters.models import adapter_config
+
+
+class AdapterConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_defaults_are_the_papers_adapters(self):
+    config = adapter_config.AdapterConfig()
+    self.assertEqual((config.adapter_size, config.activation, config.init_stddev,
+                      config.leave_out, config.tuning, config.top_k),
+                     (64, "relu", 1e-2, (), "adapters", None))
+    self.assertFalse(config.trains_base)
+
+  def test_dict_round_trip_through_json(self):
+    """to_dict is plain JSON; from_dict gives an equal config, leave_out canonical."""
+    config = adapter_config.AdapterConfig(adapter_size=8, activation="tanh", init_stddev=0.0,
+                                          leave_out=[3, 0, 3], tuning="layer_norm")
+    self.assertEqual(config.leave_out, (0, 3))
+    values = json.loads(json.dumps(config.to_dict()))
+    self.assertEqual(values["leave_out"], [0, 3])
+    self.assertEqual(adapter_config.AdapterConfig.from_dict(values), config)
+
+  def test_unknown_fields_are_named(self):
+    with self.assertRaisesRegex(ValueError, r"Unknown AdapterConfig fields \['bottleneck'\]"):
+      adapter_config.AdapterConfig.from_dict({"bottleneck": 8})
+
+  @parameterized.named_parameters(
+      ("zero_size", dict(adapter_size=0), "adapter_size"),
+      ("bool_size", dict(adapter_size=True), "adapter_size"),
+      ("negative_std", dict(init_stddev=-1.0), "init_stddev"),
+      ("negative_layer", dict(leave_out=(-1,)), "leave_out"),
+      ("string_leave_out", dict(leave_out="01"), "leave_out"),
+      ("policy", dict(tuning="bitfit"), "'bitfit'"))
+  def test_invalid_values_are_named(self, values, message):
+    with self.assertRaisesRegex(ValueError, message):
+      adapter_config.AdapterConfig(**values)
+
+  def test_validate_for_an_encoder(self):
+    """Layers to leave out must exist; the tuning must fit the encoder."""
+    adapter_config.AdapterConfig(leave_out=(0, 1)).validate_for(num_layers=2)
+    with self.assertRaisesRegex(ValueError, r"leave_out=\[0, 5\].*\[5\].*0\.\.1"):
+      adapter_config.AdapterConfig(leave_out=(0, 5)).validate_for(num_layers=2)
+    with self.assertRaisesRegex(ValueError, "top_k must be an integer"):
+      adapter_config.AdapterConfig(tuning="top_k", top_k=3).validate_for(num_layers=2)
+    self.assertTrue(adapter_config.AdapterConfig(tuning="full").trains_base)
+
+
+if __name__ == "__main__":
+  tf.test.main()
