@@ -21,30 +21,13 @@ import os
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from experiments import common_flags
+from experiments import task_flags
 from keras_adapters.hub import hub_encoder
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import text_classification
 from keras_adapters.training import method_comparison
 from keras_adapters.training import task_runner
 
-_SPLITS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "splits")
-
-flags.DEFINE_string("task", "airline",
-                    f"Built-in task ({', '.join(builtin_datasets.BUILTIN_TASKS)}); ignored "
-                    "when --data_path is given.")
-flags.DEFINE_string("data_path", None, "CSV/TSV/JSONL file or folder-per-class tree.")
-flags.DEFINE_string("text_column", "text", "Text column of --data_path.")
-flags.DEFINE_string("label_column", "label", "Label column of --data_path.")
-flags.DEFINE_string("encoding", "utf-8", "Encoding of --data_path.")
-flags.DEFINE_string("split_manifest", None,
-                    "Where the train/validation/test split is recorded; default: "
-                    "experiments/splits/<task>.json for built-in tasks, else in --model_dir.")
-flags.DEFINE_integer("max_train_examples", 2000,
-                     "Train on a seeded subset of this many training examples (0 = all).")
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
 flags.DEFINE_list("methods", None,
                   f"Compare these methods ({', '.join(method_comparison.METHODS)}) over "
@@ -63,22 +46,7 @@ FLAGS = flags.FLAGS
 
 def load_splits():
   """The task spec and its train/validation/test splits, as recorded in the manifest."""
-  if FLAGS.data_path:
-    name = os.path.splitext(os.path.basename(os.path.normpath(FLAGS.data_path)))[0]
-    spec, examples = text_classification.read_text_classification(
-        FLAGS.data_path, text_column=FLAGS.text_column, label_column=FLAGS.label_column,
-        encoding=FLAGS.encoding, name=name)
-    manifest = FLAGS.split_manifest or os.path.join(FLAGS.model_dir, "split.json")
-  else:
-    spec, examples = builtin_datasets.load_builtin_task(FLAGS.task)
-    manifest = FLAGS.split_manifest or os.path.join(_SPLITS_DIR, f"{spec.name}.json")
-  train, validation, test = splits_lib.split_with_manifest(manifest, spec, examples)
-  limit = 0 if FLAGS.full else FLAGS.max_train_examples
-  if 0 < limit < len(train):
-    # A fixed subset (seed 0), the same for every method and seed of a comparison.
-    keep = np.sort(np.random.default_rng(0).permutation(len(train))[:limit])
-    train = text_classification.select_examples(train, keep)
-  return spec, dict(train=train, validation=validation, test=test)
+  return task_flags.load_splits(FLAGS.model_dir, 0 if FLAGS.full else FLAGS.max_train_examples)
 
 
 def main(argv):
