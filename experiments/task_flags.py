@@ -31,6 +31,13 @@ flags.DEFINE_integer("max_train_examples", 2000,
 FLAGS = flags.FLAGS
 
 
+def task_name():
+  """The task's name: the --data_path file or folder name without extension, or --task."""
+  if FLAGS.data_path:
+    return os.path.splitext(os.path.basename(os.path.normpath(FLAGS.data_path)))[0]
+  return FLAGS.task
+
+
 def load_splits(model_dir, max_train_examples):
   """The task spec and its train/validation/test splits, as recorded in the manifest.
 
@@ -42,10 +49,9 @@ def load_splits(model_dir, max_train_examples):
     The spec and a dict with the "train", "validation" and "test" examples.
   """
   if FLAGS.data_path:
-    name = os.path.splitext(os.path.basename(os.path.normpath(FLAGS.data_path)))[0]
     spec, examples = text_classification.read_text_classification(
         FLAGS.data_path, text_column=FLAGS.text_column, label_column=FLAGS.label_column,
-        encoding=FLAGS.encoding, name=name)
+        encoding=FLAGS.encoding, name=task_name())
     manifest = FLAGS.split_manifest or os.path.join(model_dir, "split.json")
   else:
     spec, examples = builtin_datasets.load_builtin_task(FLAGS.task)

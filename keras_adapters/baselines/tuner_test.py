@@ -1,0 +1,112 @@
+"""keras-tuner drives the no-BERT search on a toy task: oracles, best choice, resumption."""
+
+import os
+from unittest import mock
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from keras_adapters.baselines import deep_and_wide
+from keras_adapters.baselines import search_space
+from keras_adapters.baselines import testing
+from keras_adapters.baselines import tuner as tuner_lib
+
+_OBJECTIVE = "validation_accuracy"
+
+
+class _Killed(BaseException):
+  """Stands for the process being killed: keras-tuner catches only `Exception`s."""
+
+
+class TunerTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.enter_context(testing.tiny_embedding(self.create_tempdir().full_path))
+    self.directory = self.create_tempdir().full_path
+
+  def _tuner(self, oracle="random", max_trials=3, max_epochs=2.0):
+    space = search_space.SearchSpace([testing.TINY_EMBEDDING], max_epochs=max_epochs)
+    oracle = tuner_lib.make_oracle(oracle, objective=_OBJECTIVE, max_trials=max_trials,
+                                   max_epochs=max_epochs, seed=0)
+    return tuner_lib.AutoMLTuner(oracle, space, testing.TOY_SPEC, testing.toy_splits(),
+                                 batch_size=8, seed=0, directory=self.directory)
+
+  @parameterized.parameters("random", "bayesian")
+  def test_three_trials_and_the_best_on_validation(self, oracle):
+    """Three trials complete, each scored on the validation split (Bayesian optimisation
+    proposes the third from a Gaussian process); the best trial is the one with the highest
+    validation accuracy."""
+    tuner = self._tuner(oracle)
+    tuner.search()
+    trials = list(tuner.oracle.trials.values())
+    self.assertLen(trials, 3)
+    self.assertEqual({t.status for t in trials}, {"COMPLETED"})
+    scores = [t.metrics.get_last_value(_OBJECTIVE) for t in trials]
+    for score in scores:
+      self.assertBetween(score, 0.0, 1.0)
+    (best,) = tuner.oracle.get_best_trials(1)
+    self.assertEqual(best.score, max(scores))
+    self.assertEqual(tuner.get_best_hyperparameters()[0].values, best.hyperparameters.values)
+
+  def test_hyperband_continues_the_best_trial(self):
+    """With a budget of 3 epochs, Hyperband runs three 1-epoch trials, then trains the best
+    of them on to 3 epochs from its saved weights."""
+    with mock.patch.object(search_space, "TRAINING_FRACTIONS", (1.0,)):
+      tuner = self._tuner("hyperband", max_trials=4, max_epochs=3.0)
+      tuner.search()
+    trials = [tuner.oracle.trials[i] for i in sorted(tuner.oracle.trials)]
+    self.assertEqual([t.hyperparameters.values["tuner/epochs"] for t in trials], [1, 1, 1, 3])
+    first_round = trials[:3]
+    best_first = max(first_round, key=lambda t: t.score)
+    self.assertEqual(trials[3].hyperparameters.values["tuner/trial_id"], best_first.trial_id)
+    self.assertEqual(trials[3].metrics.get_last_value("epochs"), 3)
+    self.assertTrue(os.path.exists(
+        os.path.join(tuner.get_trial_dir(best_first.trial_id), "weights.index")))
+
+  def test_resumes_after_a_kill(self):
+    """Killed during its second trial, the search resumes from keras-tuner's saved state:
+    the first trial is kept, the second re-run, the third run once."""
+    trained = []
+    train = deep_and_wide.train
+
+    def train_or_die(*args, **kwargs):
+      trained.append(len(trained))
+      if len(trained) == 2:
+        raise _Killed()
+      return train(*args, **kwargs)
+
+    with mock.patch.object(deep_and_wide, "train", train_or_die):
+      with self.assertRaises(_Killed):
+        self._tuner().search()
+      first = self._tuner().oracle.trials["0"]
+      self._tuner().search()
+    self.assertLen(trained, 4)  # Trial 0, trial 1 killed, trial 1 again, trial 2.
+    trials = self._tuner().oracle.trials
+    self.assertEqual(sorted(trials), ["0", "1", "2"])
+    self.assertEqual({t.status for t in trials.values()}, {"COMPLETED"})
+    self.assertEqual(trials["0"].hyperparameters.values, first.hyperparameters.values)
+
+  def test_diverged_trial_fails_and_the_search_goes_on(self):
+    calls = []
+
+    def diverge_once(*args, **kwargs):
+      calls.append(1)
+      if len(calls) == 1:
+        raise FloatingPointError("The training loss became nan")
+      return 0.5
+
+    with mock.patch.object(deep_and_wide, "train", diverge_once):
+      tuner = self._tuner(max_trials=2)
+      tuner.search()
+    statuses = [tuner.oracle.trials[i].status for i in ("0", "1")]
+    self.assertEqual(statuses, ["FAILED", "COMPLETED"])
+    self.assertIn("nan", tuner.oracle.trials["0"].message)
+
+  def test_unknown_oracle(self):
+    with self.assertRaisesRegex(ValueError, "Unknown oracle 'grid'"):
+      tuner_lib.make_oracle("grid", objective=_OBJECTIVE, max_trials=1, max_epochs=1, seed=0)
+
+
+if __name__ == "__main__":
+  tf.test.main()
