@@ -91,10 +91,11 @@ def main(argv):
     atomic_io.write_json(os.path.join(results_dir, f"{automl.METHOD}.json"), results)
     rows.append(automl.comparison_row(results))
     final, metric = results["final"], results["metric"]
-    print(f"{automl.METHOD}: {len(results['trials'])} trials in "
+    print(f"{automl.METHOD}: {len(results['trials'])} trial(s) in "
           f"{results['search_seconds'] / 60:.1f} min; best trial {results['best']['trial_id']}: "
           f"validation {100 * final['validation'][metric]:.2f} after retraining, test "
           f"{100 * final['test'][metric]:.2f}; exported to {final['export_dir']}", flush=True)
+  rows.sort(key=lambda row: _METHODS.index(row["method"]))
   summary = method_comparison.merge_rows(
       results_dir, rows, task=spec.name, metric=spec.metrics[0], eval_split="test",
       eval_examples=len(splits["test"]))

@@ -118,9 +118,9 @@ def comparison_row(results: Mapping[str, Any]) -> Dict[str, Any]:
   head = (f"{config['num_hidden_layers']} hidden layer(s)" +
           (f" on a {config['conv_max_ngram']}-gram convolution" if config["use_convolution"]
            else ""))
-  note = (f"keras-tuner {results['settings']['oracle']} search, {len(trials)} trials"
+  note = (f"keras-tuner {results['settings']['oracle']} search, {len(trials)} trial(s)"
           f"{f' ({failed} failed)' if failed else ''} in "
-          f"{results['search_seconds'] / 60:.0f} min over "
+          f"{results['search_seconds'] / 60:.1f} min over "
           f"{', '.join(results['settings']['embeddings'])}; best (validation "
           f"{100 * best['validation']:.2f}): {config['embedding']} "
           f"({'fine-tuned' if config['fine_tune_embedding'] else 'frozen'}), {head}, "

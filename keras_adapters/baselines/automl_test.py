@@ -63,7 +63,7 @@ class RunAutomlTest(tf.test.TestCase):
                      ("no_bert", [test], test, 0.0))
     self.assertEqual(row["trainable_parameters"],
                      self.results["final"]["parameters"]["trainable"])
-    self.assertIn("random search, 2 trials", row["note"])
+    self.assertIn("random search, 2 trial(s)", row["note"])
 
   def test_finished_run_is_not_repeated(self):
     with mock.patch.object(deep_and_wide, "train") as train:

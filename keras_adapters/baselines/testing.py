@@ -19,7 +19,8 @@ TINY_WORDS = sum(_CLASS_WORDS, ()) + _SHARED_WORDS
 TINY_DIM = 4
 
 
-def _build_tiny_embedding(path):
+def build_tiny_embedding(path):
+  """Writes the tiny word embedding (random 4-d vectors of `TINY_WORDS`) to `path`."""
   vectors = np.random.default_rng(0).normal(size=[len(TINY_WORDS), TINY_DIM])
   return glove.build_word_embedding_savedmodel(TINY_WORDS, vectors.astype(np.float32), path,
                                                num_oov_buckets=2)
@@ -30,7 +31,7 @@ def tiny_embedding(cache_dir):
   """Registers `TINY_EMBEDDING` (4-d word vectors, per-token outputs) with its cache in
   `cache_dir` for the duration of the block."""
   module = embeddings.EmbeddingModule(TINY_EMBEDDING, TINY_DIM, "nothing (tests)", "none",
-                                      _build_tiny_embedding)
+                                      build_tiny_embedding)
   with mock.patch.dict(os.environ, {"KERAS_ADAPTERS_CACHE": cache_dir}), \
       mock.patch.dict(embeddings.EMBEDDINGS, {TINY_EMBEDDING: module}):
     yield TINY_EMBEDDING
