@@ -210,6 +210,11 @@ class _MultitaskModule(tf.Module):
     self.task_names = tf.Variable([spec.name for spec in specs], trainable=False,
                                   name="task_names")
     self.label_names = tf.Variable(names.astype(bytes), trainable=False, name="label_names")
+    # Every task signature calls this one function (the task a tensor), so the SavedModel
+    # holds two graphs of the encoder (this and the routed one) however many tasks it serves.
+    self.one_task_logits = tf.function(self._logits, input_signature=[
+        {key: tf.TensorSpec([None, None], tf.int32) for key in adapted_bert_encoder.INPUT_KEYS},
+        tf.TensorSpec([], tf.int32)])
     self.task_ids = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant([spec.name for spec in specs]),
@@ -220,26 +225,26 @@ class _MultitaskModule(tf.Module):
     preprocessor = self.preprocessors[self._preprocessor_index[spec.preprocessing.handle]]
     return task_export.pack_texts(preprocessor, texts, spec.preprocessing.seq_length)
 
-  def _pooled(self, outputs, inputs, mean):
-    if isinstance(mean, bool):
-      return (adapted_bert_encoder.masked_mean(outputs["sequence_output"], inputs["input_mask"])
-              if mean else outputs["pooled_output"])
-    return tf.where(mean[:, tf.newaxis],
-                    adapted_bert_encoder.masked_mean(outputs["sequence_output"],
-                                                     inputs["input_mask"]),
-                    outputs["pooled_output"])
+  def _logits(self, inputs, task_ids):
+    """Logits `[batch, most classes]` of one task (`task_ids` a scalar) or of each example's
+    own task (`task_ids` `[batch]`): shared encoder, the tasks' adapters, pooling and head."""
+    outputs = self.encoder(inputs, training=False,
+                           adapters=self.adapters.encoder_adapters(task_ids))
+    mean = tf.gather(self.mean_pooling, task_ids)
+    pooled = tf.where(mean[..., tf.newaxis],
+                      adapted_bert_encoder.masked_mean(outputs["sequence_output"],
+                                                       inputs["input_mask"]),
+                      outputs["pooled_output"])
+    kernels = tf.gather(self.head_kernels, task_ids)
+    equation = "bd,dc->bc" if kernels.shape.rank == 2 else "bd,bdc->bc"
+    return tf.einsum(equation, pooled, kernels) + tf.gather(self.head_biases, task_ids)
 
   def predict_task(self, index, texts):
     """One task's outputs for its texts, as its `export_task` SavedModel gives them."""
     spec = self.specs[index]
-    inputs = self._pack(index, texts)
-    outputs = self.encoder(inputs, training=False,
-                           adapters=self.adapters.encoder_adapters(index))
-    pooled = self._pooled(outputs, inputs, spec.head["pooling"] == "mean")
-    classes = spec.head["num_classes"]
-    logits = (tf.matmul(pooled, self.head_kernels[index][:, :classes])
-              + self.head_biases[index][:classes])
-    return task_export.task_outputs(logits, spec.label_names is None)
+    logits = self.one_task_logits(self._pack(index, texts), tf.constant(index, tf.int32))
+    return task_export.task_outputs(logits[:, :spec.head["num_classes"]],
+                                    spec.label_names is None)
 
   def predict_routed(self, task, text, text_pair=None):
     """Every row answered by its own task, in one pass of the encoder."""
@@ -261,11 +266,7 @@ class _MultitaskModule(tf.Module):
       packed.append({key: tf.pad(value, padding) for key, value in inputs.items()})
     inputs = {key: tf.dynamic_stitch(rows, [p[key] for p in packed])
               for key in adapted_bert_encoder.INPUT_KEYS}
-    outputs = self.encoder(inputs, training=False,
-                           adapters=self.adapters.encoder_adapters(task_ids))
-    pooled = self._pooled(outputs, inputs, tf.gather(self.mean_pooling, task_ids))
-    logits = (tf.einsum("bd,bdc->bc", pooled, tf.gather(self.head_kernels, task_ids))
-              + tf.gather(self.head_biases, task_ids))
+    logits = self._logits(inputs, task_ids)
     regression = tf.gather(self.regression, task_ids)
     valid = (tf.range(tf.shape(logits)[1])[tf.newaxis]
              < tf.gather(self.num_classes, task_ids)[:, tf.newaxis])

@@ -90,8 +90,8 @@ class StackedAdapters(tf.Module):
     """The stacked sets for a batch, as the encoder's `adapters=` argument.
 
     Args:
-      task_ids: int32 `[batch]`, each example's task index; or a Python int, one task for
-        the whole batch (that task's slices, no gathering).
+      task_ids: int32 `[batch]`, each example's task index; or one task for the whole batch,
+        a Python int or a scalar tensor (that task's slices).
 
     Returns:
       An `EncoderAdapters` of functions.
@@ -119,9 +119,9 @@ class StackedAdapters(tf.Module):
 
 def _rows(variable, task_ids):
   """One task's slice, or each example's (with a sequence axis to broadcast over)."""
-  if isinstance(task_ids, int):
-    return variable[task_ids]
   rows = tf.gather(variable, task_ids)
+  if rows.shape.rank == variable.shape.rank - 1:  # One task.
+    return rows
   # Biases and LayerNorm parameters [batch, n] → [batch, 1, n]; kernels stay [batch, n, k].
   return rows[:, tf.newaxis] if rows.shape.rank == 2 else rows
 
