@@ -27,23 +27,21 @@ _CONV = dict(use_convolution=True, conv_activation="relu", conv_batch_norm=False
              conv_max_ngram=2, conv_dropout=0.1, conv_filters=8, conv_embedding_dropout=0.1)
 _HIDDEN = dict(num_hidden_layers=2, hidden_size=8, hidden_activation="relu",
                hidden_normalization="none", hidden_dropout=0.1)
-# The branches of Table 5: every activation, normalisation, n-gram length and switch appears.
+# The branches of Table 5, each option in some case: every activation (conv relu, relu6,
+# leaky relu; hidden tanh, swish, sigmoid), normalisation, n-gram length and switch.
 _BRANCHES = {
     "linear_on_sentence_embedding": {},
-    "fine_tuned_normalised_text": dict(fine_tune_embedding=True, lower_case=True,
-                                       remove_non_alphanumeric=True),
-    "conv_relu6_batch_norm_3grams": dict(_CONV, conv_activation="relu6", conv_batch_norm=True,
-                                         conv_max_ngram=3),
-    "conv_fine_tuned_leaky_relu": dict(_CONV, conv_activation="leaky_relu",
-                                       fine_tune_embedding=True),
-    "conv_then_hidden_swish_layer_norm": dict(_CONV, conv_activation="swish", **dict(
-        _HIDDEN, hidden_activation="swish", hidden_normalization="layer_norm")),
-    "hidden_sigmoid_batch_norm": dict(_HIDDEN, hidden_activation="sigmoid",
-                                      hidden_normalization="batch_norm"),
-    "five_hidden_tanh": dict(_HIDDEN, num_hidden_layers=5, hidden_activation="tanh",
-                             conv_activation=None),
-    "conv_tanh_sigmoid_hidden": dict(_CONV, conv_activation="tanh", **dict(
-        _HIDDEN, num_hidden_layers=1, hidden_activation="leaky_relu")),
+    "conv_relu6_batch_norm_3grams_five_hidden_tanh_batch_norm": dict(
+        _CONV, conv_activation="relu6", conv_batch_norm=True, conv_max_ngram=3,
+        fine_tune_embedding=True, lower_case=True, remove_non_alphanumeric=True,
+        **dict(_HIDDEN, num_hidden_layers=5, hidden_activation="tanh",
+               hidden_normalization="batch_norm")),
+    "conv_leaky_relu_2grams_hidden_swish_layer_norm": dict(
+        _CONV, conv_activation="leaky_relu",
+        **dict(_HIDDEN, num_hidden_layers=1, hidden_activation="swish",
+               hidden_normalization="layer_norm")),
+    "conv_relu_fine_tuned_no_hidden": dict(_CONV, fine_tune_embedding=True),
+    "hidden_sigmoid_no_normalization": dict(_HIDDEN, hidden_activation="sigmoid"),
 }
 
 
