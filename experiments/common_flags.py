@@ -1,23 +1,14 @@
 """Flags shared by the experiment scripts; each names a `RunConfig` field."""
 
-import logging
-import os
-
-# Set before TensorFlow loads: the CLIs print a run's progress and results, which TensorFlow's
-# C++ INFO and WARNING lines would otherwise bury.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
 
+# Before TensorFlow loads (see cli).
+from experiments import cli  # pylint: disable=unused-import
 from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
 from keras_adapters.training import task_runner
-
-# TensorFlow's INFO lines (SavedModel internals, untraced functions) say nothing a user acts on.
-logging.getLogger("tensorflow").setLevel(logging.WARNING)
 
 
 def define_run_flags(learning_rate=3e-4, epochs=3.0):
@@ -50,6 +41,12 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
   flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
                     "tf.distribute strategy.")
   flags.DEFINE_string("tpu", None, "TPU name or address ('local' for a TPU VM).")
+
+
+def create_strategy():
+  """The `--strategy` (and `--tpu`), created first: a multi-worker cluster or a TPU must be
+  set up before anything else runs TensorFlow. The runs later get the same strategy."""
+  return distribution.get_strategy(flags.FLAGS.strategy, tpu=flags.FLAGS.tpu)
 
 
 def run_config_from_flags(**overrides):

@@ -22,6 +22,7 @@ import os
 from absl import app
 from absl import flags
 
+from experiments import cli
 from experiments import common_flags
 from experiments import task_flags
 from keras_adapters.hub import hub_encoder
@@ -52,6 +53,7 @@ def load_splits():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  common_flags.create_strategy()
   unknown = sorted(set(FLAGS.methods or ()) - set(method_comparison.METHODS))
   if unknown:
     raise app.UsageError(f"Unknown --methods {unknown}; choose from "
@@ -85,4 +87,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

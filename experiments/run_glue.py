@@ -33,6 +33,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from experiments import cli
 from experiments import common_flags
 from keras_adapters.tasks import glue
 from keras_adapters.tasks import glue_submission
@@ -207,6 +208,7 @@ def markdown_table(table):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  common_flags.create_strategy()
   if bool(FLAGS.data_dir) == bool(FLAGS.tfds_data_dir):
     raise app.UsageError(
         "Give exactly one of --data_dir (the GLUE folder of download_glue_data.py, from "
@@ -259,4 +261,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

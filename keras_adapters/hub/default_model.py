@@ -7,8 +7,10 @@ SavedModel and a matching preprocessing SavedModel in a cache folder; later call
 cached paths. Nothing is downloaded at run time.
 """
 
+import contextlib
 import importlib.util
 import os
+import time
 
 from keras_adapters.hub import huggingface
 from keras_adapters.hub import preprocessing
@@ -51,7 +53,8 @@ def default_hub_handle():
   """Path of the default TF Hub-format BERT encoder, converted on first use."""
   path = os.path.join(cache_dir(), "hub", DEFAULT_MODEL_NAME, "encoder")
   if not os.path.isdir(path):
-    huggingface.convert_huggingface_bert(source_model_dir(), path)
+    with _announce(f"Converting {DEFAULT_MODEL_NAME} into a TF Hub encoder SavedModel", path):
+      huggingface.convert_huggingface_bert(source_model_dir(), path)
   return path
 
 
@@ -59,6 +62,16 @@ def default_preprocess_handle():
   """Path of the matching TF Hub-format preprocessing SavedModel, built on first use."""
   path = os.path.join(cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
   if not os.path.isdir(path):
-    preprocessing.build_preprocessing_savedmodel(
-        os.path.join(source_model_dir(), "vocab.txt"), path, lower_case=True)
+    with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):
+      preprocessing.build_preprocessing_savedmodel(
+          os.path.join(source_model_dir(), "vocab.txt"), path, lower_case=True)
   return path
+
+
+@contextlib.contextmanager
+def _announce(what, path):
+  """Says what one-off step runs, where it writes, and how long it took: it takes a while."""
+  print(f"{what} in {path} (first use only)...", flush=True)
+  start = time.perf_counter()
+  yield
+  print(f"  done in {time.perf_counter() - start:.0f} s.", flush=True)

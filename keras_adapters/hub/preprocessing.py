@@ -89,9 +89,12 @@ def build_preprocessing_savedmodel(vocab_file: str,
     verbosity = absl_logging.get_verbosity()
     absl_logging.set_verbosity(absl_logging.WARNING)
     try:
+      # Without assert ops (as TF Hub's own preprocessors are exported): inside a tf.data
+      # map, their control flow makes grappler warn on every input pipeline.
       export_tfhub_lib.export_preprocessing(
           staging, vocab_file=vocab_file, do_lower_case=lower_case,
-          tokenize_with_offsets=True, default_seq_length=default_seq_length)
+          tokenize_with_offsets=True, default_seq_length=default_seq_length,
+          experimental_disable_assert=True)
     finally:
       absl_logging.set_verbosity(verbosity)
   return export_dir

@@ -476,7 +476,7 @@ def read_glue_tfds(task: str, split: str, data_dir: str) -> examples.TextExample
     raise FileNotFoundError(
         f"No prepared TFDS dataset {name} under {data_dir} (looked for "
         f"{builder.data_path}{found}). read_glue_tfds never downloads. Supply either the GLUE "
-        "folder of download_glue_data.py via --data_dir (read with read_glue_split), or a TFDS "
+        "folder of download_glue_data.py to read_glue_split(data_dir=...), or a TFDS "
         f"data_dir where `tfds build {name} --data_dir=...` ran on a machine with network "
         "access.")
   if split not in builder.info.splits:

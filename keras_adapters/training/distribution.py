@@ -7,6 +7,7 @@ devices (how the tests run two replicas on one machine), and errors that say wha
 instead, a missing TPU included.
 """
 
+import functools
 from typing import Optional
 
 import tensorflow as tf
@@ -36,7 +37,9 @@ def get_strategy(strategy: str = "default",
       `"mirrored"`: `MirroredStrategy` over the first `num_gpus` GPUs; without GPUs, over the
         logical CPU devices when there are several, else over CPU:0.
       `"multi_worker_mirrored"`: `MultiWorkerMirroredStrategy`; its cluster comes from the
-        `TF_CONFIG` environment variable, one local worker without it.
+        `TF_CONFIG` environment variable, one local worker without it. Create it before
+        anything else runs TensorFlow (`Collective ops must be configured at program
+        startup`); later calls return the same strategy.
       `"tpu"`: `TPUStrategy` on the TPU at `tpu`.
     tpu: TPU name or `grpc://` address, or `"local"` (the default) for the TPU of a Cloud TPU
       VM. Only used with `strategy` `"tpu"` or `"default"`.
@@ -59,6 +62,8 @@ def get_strategy(strategy: str = "default",
                      "strategy='tpu' (or 'default'); leave tpu unset to use another strategy.")
   if name == "tpu" or tpu is not None:
     return _tpu_strategy("local" if tpu is None else tpu)
+  if name == "multi_worker_mirrored":
+    return _multi_worker_strategy()
   num_gpus = _checked_num_gpus(num_gpus)
   if name in ("default", "one_device") and num_gpus > 1:
     raise ValueError(f"strategy={strategy!r} uses one device but num_gpus={num_gpus}: pass "
@@ -84,6 +89,15 @@ def _checked_num_gpus(num_gpus: Optional[int]) -> int:
   return num_gpus
 
 
+# The cluster of a multi-worker strategy or a TPU is set up once per program, before
+# TensorFlow runs anything (listing devices included): a program creates it first, and later
+# calls get the same strategy.
+@functools.lru_cache(maxsize=None)
+def _multi_worker_strategy() -> tf.distribute.MultiWorkerMirroredStrategy:
+  return distribute_utils.get_distribution_strategy("multi_worker_mirrored")
+
+
+@functools.lru_cache(maxsize=None)
 def _tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
   """The Model Garden's `TPUStrategy` on the TPU at `tpu`, or a `TPUNotFoundError`."""
   try:

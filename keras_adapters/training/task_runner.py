@@ -11,6 +11,7 @@ import os
 import time
 from typing import Mapping, Optional
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
@@ -147,6 +148,7 @@ def run_task(spec: examples_lib.TaskSpec,
       results["metrics"][name] = metrics_lib.compute_metrics(
           spec, split.labels, _prediction_values(spec, scores))
   if export_dir:
+    logging.info("Exporting the SavedModel and the adapter-only artifact to %s...", export_dir)
     task_export.export_task(
         model, preprocessor, os.path.join(export_dir, "saved_model"),
         text_fields=spec.text_fields, seq_length=config.max_seq_length,

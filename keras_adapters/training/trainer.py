@@ -431,7 +431,7 @@ class Trainer:
         eval_metrics=eval_metrics)
 
   def _save(self, step: int):
-    logging.info("Saved %s.", self._manager.save(checkpoint_number=step))
+    logging.debug("Saved %s.", self._manager.save(checkpoint_number=step))
 
   def _evaluate(self, step: int) -> Dict[str, float]:
     metrics = {name: float(value) for name, value in self._eval_fn(self.model).items()}
