@@ -57,7 +57,8 @@ flags.DEFINE_string("tfds_data_dir", None,
 flags.DEFINE_string("model_dir", "runs/squad",
                     "Folder of checkpoints, logs, predictions and results; rerunning resumes.")
 flags.DEFINE_string("export_dir", None,
-                    "Export folder (QA SavedModel + adapters); default: <model_dir>/export.")
+                    "Export folder (QA SavedModel + adapters); default: <model_dir>/export "
+                    "(with --methods, always <model_dir>/<method>/export).")
 flags.DEFINE_string("feature_cache_dir", None,
                     "Cache of the windows of each data file; default: <cache>/squad_features "
                     "($KERAS_ADAPTERS_CACHE, else ~/.cache/keras_adapters).")
@@ -89,13 +90,6 @@ FULL_EPOCHS = 3.0
 # Full fine-tuning on SQuAD: the largest learning rate of the paper's grid {3e-5, 5e-5, 1e-4},
 # for a budget far shorter than the paper's; the other methods keep their comparison rates.
 _SQUAD_LEARNING_RATES = {"full": 1e-4}
-# What the paper and the literature report on the SQuAD v1.1 dev set, to print beside ours.
-ANCHORS = (
-    ("Houlsby et al. 2019 (BERT), adapters m=64", "90.4"),
-    ("Houlsby et al. 2019 (BERT), full fine-tuning", "90.7"),
-    ("Houlsby et al. 2019 (BERT), adapters m=2", "89.9"),
-    ("distilled 6-layer bases, full fine-tuning (literature)", "about 85-87"),
-)
 
 
 def load_data():
@@ -138,27 +132,6 @@ def _run(train, dev, config, squad_config, model_dir, export_dir):
   return results
 
 
-def markdown_table(table):
-  """`squad_results.json` as Markdown: our runs, then the published figures."""
-  lines = ["SQuAD v1.1 dev set, official v1.1 metric (%).", "",
-           "| method | exact match | F1 | trained params | % of base | training questions "
-           "(windows) | epochs | batch | train min | eval questions |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-  for method, entry in table.items():
-    config = entry["config"]
-    lines.append(
-        f"| {method} | {entry['metrics']['exact_match']:.2f} | {entry['metrics']['f1']:.2f} | "
-        f"{entry['parameters']['trainable']:,} | "
-        f"{entry['parameters']['trainable_percent_of_base']:.2f} | "
-        f"{entry['train_questions']:,} ({entry['train_windows']:,}) | {config['epochs']:g} | "
-        f"{config['batch_size']} | {entry['train_seconds'] / 60:.1f} | "
-        f"{entry['eval_questions']:,} |")
-  lines += ["", "Published F1 on the same dev set, for reference:", "",
-            "| model | F1 |", "|---|---|"]
-  lines += [f"| {name} | {f1} |" for name, f1 in ANCHORS]
-  return "\n".join(lines) + "\n"
-
-
 def run_methods(train, dev, base_config, squad_config):
   """Runs each of --methods in `<model_dir>/<method>`; writes and returns the results table."""
   num_layers = hub_encoder.read_hub_encoder(base_config.hub_handle).config["num_layers"]
@@ -170,15 +143,14 @@ def run_methods(train, dev, base_config, squad_config):
   for method in FLAGS.methods:
     config = method_comparison.method_config(base_config, method, num_layers)
     if method in _SQUAD_LEARNING_RATES:
-      config = dataclasses.replace(
-          config, learning_rate=_SQUAD_LEARNING_RATES[method])
+      config = dataclasses.replace(config, learning_rate=_SQUAD_LEARNING_RATES[method])
     model_dir = os.path.join(FLAGS.model_dir, method)
     table[method] = _run(train, dev, config, squad_config, model_dir,
                          os.path.join(model_dir, "export"))
     # Written after every method, so a long comparison's finished runs are on record.
     atomic_io.write_json(results_path, table)
     atomic_io.write_text(os.path.join(FLAGS.results_dir, RESULTS_MARKDOWN),
-                         markdown_table(table))
+                         squad_runner.results_markdown(table))
   return table
 
 
@@ -205,7 +177,7 @@ def main(argv):
         f"{dev.source} ({len(dev):,} questions)")
   try:
     if FLAGS.methods:
-      run_methods(train, dev, config, squad_config)
+      print(squad_runner.results_markdown(run_methods(train, dev, config, squad_config)))
       print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
     else:
       _run(train, dev, config, squad_config, FLAGS.model_dir,

@@ -16,9 +16,10 @@ pipeline into one serving graph, so that serving needs TensorFlow and tensorflow
 The answer is the context's own text from the first character of the span's first wordpiece
 to the last character of its last one (`answer_start`/`answer_end`: Python string offsets,
 end exclusive, as SQuAD's `answer_start`). The evaluation (`squad_lib.postprocess_output`)
-maps the span back through whitespace words instead, which gives the same text except where
-a word holds characters that lower-casing changes in length; accents that lower-casing drops
-are kept here. An empty context gives the answer `""` with score `-inf`.
+maps the span back through whitespace words instead, with the same text as a rule; where its
+alignment fails (an answer holding wordpieces outside the vocab), it takes the span's whole
+whitespace words, punctuation attached. An empty context gives the answer `""` with score
+`-inf`.
 
     loaded = tf.saved_model.load(export_dir)
     result = loaded.signatures["serving_default"](question=tf.constant([...]),
@@ -195,7 +196,9 @@ def export_qa(model, tokenizer, export_dir, *, settings=squad_features.WindowSet
   """
   module = _QaModule(model, tokenizer.vocab_file, tokenizer.do_lower_case, settings,
                      n_best_size, max_answer_length)
-  for probe in _PROBE_TEXTS:
+  # Vocab words as they are and upper-cased show the lower-casing, whatever the vocab.
+  cased_words = " ".join(f"{word} {word.upper()}" for word in tokenizer.probe_words)
+  for probe in _PROBE_TEXTS + (cased_words,):
     ids = module.wordpieces(tf.constant(probe))[0].numpy().tolist()
     if ids != tokenizer.token_ids([probe])[0]:
       raise ValueError(

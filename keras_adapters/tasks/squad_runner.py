@@ -42,6 +42,14 @@ PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 # Evaluation needs no gradients: larger batches than training fit.
 _EVAL_BATCH_SIZE = 64
+# Published F1 on the SQuAD v1.1 dev set, printed beside ours: Houlsby et al. (2019),
+# Section 3.5, and what small distilled bases reach with full fine-tuning.
+ANCHORS = (
+    ("Houlsby et al. 2019 (BERT), adapters m=64", "90.4"),
+    ("Houlsby et al. 2019 (BERT), full fine-tuning", "90.7"),
+    ("Houlsby et al. 2019 (BERT), adapters m=2", "89.9"),
+    ("6-layer distilled bases, full fine-tuning (literature)", "about 85-87"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +193,7 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
       train_questions=len(set(train_features.question_ids)),
       train_windows=len(train_features), eval_questions=len(examples),
       eval_windows=len(eval_features), num_train_steps=num_train_steps,
-      train_seconds=train_result.wall_time_s,
+      resumed_from_step=train_result.start_step, train_seconds=train_result.wall_time_s,
       train_examples_per_second=train_result.examples_per_sec,
       eval_seconds=time.time() - eval_start,
       eval_windows_per_second=len(eval_features) / max(predict_seconds, 1e-9),
@@ -230,3 +238,28 @@ def _check_recorded(results, config, squad_config, model_dir) -> None:
     raise sweep.ConfigMismatchError(
         f"{model_dir} holds a finished run with other SQuAD settings: {'; '.join(changed)}. "
         "Use a fresh model_dir for the new settings, or the old values to reuse the run.")
+
+
+def results_markdown(table: Dict[str, Dict[str, Any]]) -> str:
+  """Results of several runs (method name -> `run_squad` results) as Markdown, with the
+  published figures after them."""
+  full_f1 = table["full"]["metrics"]["f1"] if "full" in table else None
+  lines = ["SQuAD v1.1, official v1.1 metric (%), on the evaluation questions of each run.", "",
+           "| method | exact match | F1 | F1 vs full | trained params | % of base | "
+           "training questions (windows) | epochs | batch | learning rate | train min | "
+           "eval questions |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  for method, entry in table.items():
+    config, metrics, parameters = entry["config"], entry["metrics"], entry["parameters"]
+    gap = ("–" if full_f1 is None or method == "full"
+           else f"{metrics['f1'] - full_f1:+.2f}")
+    lines.append(
+        f"| {method} | {metrics['exact_match']:.2f} | {metrics['f1']:.2f} | {gap} | "
+        f"{parameters['trainable']:,} | {parameters['trainable_percent_of_base']:.2f} | "
+        f"{entry['train_questions']:,} ({entry['train_windows']:,}) | {config['epochs']:g} | "
+        f"{config['batch_size']} | {config['learning_rate']:g} | "
+        f"{entry['train_seconds'] / 60:.1f} | {entry['eval_questions']:,} |")
+  lines += ["", "Published F1 on the SQuAD v1.1 dev set, for reference:", "",
+            "| model | F1 |", "|---|---|"]
+  lines += [f"| {name} | {f1} |" for name, f1 in ANCHORS]
+  return "\n".join(lines) + "\n"

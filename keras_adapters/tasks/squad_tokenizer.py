@@ -41,6 +41,7 @@ class PreprocessingTokenizer:
     vocab_file: The preprocessing model's vocab asset.
     vocab: Wordpieces in id order.
     do_lower_case: Whether the model lower-cases (and strips accents) before splitting.
+    probe_words: Whole lower-case vocab words (up to 50) that showed the lower-casing.
     fingerprint: SHA-256 of the vocab and the lower-casing: what the features depend on.
   """
 
@@ -64,6 +65,8 @@ class PreprocessingTokenizer:
     self._ids = dict(tokenization.load_vocab(self.vocab_file))
     self.vocab = list(self._ids)
     self._cache: Dict[str, List[str]] = {}
+    self.probe_words = [token for token in self.vocab
+                        if _PROBE_WORD.fullmatch(token)][:_NUM_PROBE_WORDS]
     self.do_lower_case = self._reads_lower_case(path)
     with open(self.vocab_file, "rb") as f:
       digest = hashlib.sha256(f.read())
@@ -99,7 +102,7 @@ class PreprocessingTokenizer:
     Also checks that the vocab asset is the one `tokenize` uses: each probed whole word must
     come back as its own id.
     """
-    words = [token for token in self.vocab if _PROBE_WORD.fullmatch(token)][:_NUM_PROBE_WORDS]
+    words = self.probe_words
     if not words:
       raise ValueError(f"The vocab {self.vocab_file} has no lower-case whole words, so "
                        "whether the preprocessing model lower-cases cannot be told; a BERT "

@@ -1,0 +1,168 @@
+"""Tests of a whole SQuAD run on a tiny random encoder and a hand-made SQuAD file."""
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import tempfile
+from unittest import mock
+
+import tensorflow as tf
+
+from keras_adapters.hub import testing
+from keras_adapters.tasks import squad
+from keras_adapters.tasks import squad_runner
+from keras_adapters.training import sweep
+from keras_adapters.training import task_runner
+from keras_adapters.training import trainer as trainer_lib
+
+_SQUAD_CONFIG = squad_runner.SquadConfig(doc_stride=8, max_query_length=4,
+                                         max_answer_length=5)
+
+
+def _write_questions(path):
+  """Four questions over contexts of 8 to 42 words; the longest needs three windows.
+
+  Contexts are random tiny-vocab words w0-w39; each answer is two words of its own,
+  w50-w57, so a model that learns where answers are can answer every question exactly.
+  """
+  rng = random.Random(0)
+  paragraphs = []
+  for index, length in enumerate((6, 12, 20, 40)):
+    words = [f"w{rng.randrange(40)}" for _ in range(length)]
+    answer = [f"w{50 + 2 * index}", f"w{51 + 2 * index}"]
+    position = 30 if length > 30 else rng.randrange(length)
+    words[position:position] = answer
+    context = " ".join(words)
+    paragraphs.append(dict(context=context, qas=[dict(
+        id=f"q{index}", question=f"w{rng.randrange(40)} w{rng.randrange(40)}",
+        answers=[dict(text=" ".join(answer),
+                      answer_start=len(" ".join(words[:position])) + (1 if position else 0))])]))
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump({"version": "1.1", "data": [{"title": "tiny", "paragraphs": paragraphs}]}, f)
+  return path
+
+
+class RunSquadTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.addClassCleanup(shutil.rmtree, cls.root)
+    cls.data = squad.read_squad_file(_write_questions(os.path.join(cls.root, "squad.json")),
+                                     training=True)
+    cls.config = task_runner.RunConfig(
+        hub_handle=testing.tiny_hub_handle(), preprocess_handle=testing.tiny_preprocess_handle(),
+        tuning="full", adapter_size=None, learning_rate=2e-2, epochs=20.0, batch_size=4,
+        max_seq_length=32)
+    cls.model_dir = os.path.join(cls.root, "overfit")
+    cls.export_dir = os.path.join(cls.root, "export")
+    # Trained and evaluated on the same four questions; exported by a second call, which
+    # finds the run finished and must not train again.
+    cls.results = cls.run_squad(cls.config, cls.model_dir)
+    with mock.patch.object(trainer_lib, "Trainer", side_effect=AssertionError("trained")):
+      cls.exported = cls.run_squad(cls.config, cls.model_dir, export_dir=cls.export_dir)
+
+  @classmethod
+  def run_squad(cls, config, model_dir, squad_config=_SQUAD_CONFIG, **kwargs):
+    return squad_runner.run_squad(cls.data, cls.data, config, squad_config, model_dir,
+                                  feature_cache_dir=os.path.join(cls.root, "features"),
+                                  progress_bar=False, **kwargs)
+
+  def read_json(self, name):
+    with open(os.path.join(self.model_dir, name), encoding="utf-8") as f:
+      return json.load(f)
+
+  def references(self):
+    return {qa["id"]: qa["answers"][0] for paragraph in self.data.articles[0]["paragraphs"]
+            for qa in paragraph["qas"]}
+
+  def test_overfitting_a_handful_of_questions_reaches_exact_match_100(self):
+    self.assertEqual(self.results["metrics"], dict(exact_match=100.0, f1=100.0))
+    self.assertEqual(self.read_json(squad_runner.EVAL_RESULTS_FILE), self.results["metrics"])
+    self.assertEqual(self.read_json(squad_runner.PREDICTIONS_FILE),
+                     {qid: answer["text"] for qid, answer in self.references().items()})
+    nbest = self.read_json(squad_runner.NBEST_FILE)
+    self.assertCountEqual(nbest, self.references())
+    for entries in nbest.values():
+      self.assertLessEqual(len(entries), 20)
+      self.assertCountEqual(entries[0], ["text", "probability", "start_logit", "end_logit"])
+    self.assertEqual((self.results["train_questions"], self.results["eval_questions"]), (4, 4))
+    # The 42-word context takes three windows.
+    self.assertEqual(self.results["train_windows"], 6)
+
+  def test_exported_savedmodel_answers_with_the_right_span(self):
+    serve = tf.saved_model.load(os.path.join(self.export_dir, "saved_model")).signatures[
+        "serving_default"]
+    paragraphs = self.data.articles[0]["paragraphs"]
+    result = serve(question=tf.constant([p["qas"][0]["question"] for p in paragraphs]),
+                   context=tf.constant([p["context"] for p in paragraphs]))
+    references = self.references()
+    for index, paragraph in enumerate(paragraphs):
+      answer = references[paragraph["qas"][0]["id"]]
+      self.assertEqual(result["answer"][index].numpy().decode(), answer["text"])
+      self.assertEqual(int(result["answer_start"][index]), answer["answer_start"])
+      self.assertEqual(int(result["answer_end"][index]),
+                       answer["answer_start"] + len(answer["text"]))
+    self.assertTrue(os.path.isfile(os.path.join(self.export_dir, "adapters",
+                                                "adapter_config.json")))
+
+  def test_finished_run_is_exported_and_returned_without_training(self):
+    self.assertEqual(self.exported, dict(self.results, export_dir=self.export_dir))
+    with mock.patch.object(trainer_lib, "Trainer", side_effect=AssertionError("trained")):
+      self.assertEqual(self.run_squad(self.config, self.model_dir, export_dir=self.export_dir),
+                       self.exported)
+
+  def test_other_settings_in_a_finished_folder_are_refused(self):
+    with self.assertRaisesRegex(sweep.ConfigMismatchError, r"learning_rate"):
+      self.run_squad(dataclasses.replace(self.config, learning_rate=1e-3), self.model_dir)
+    with self.assertRaisesRegex(sweep.ConfigMismatchError, r"n_best_size \(recorded 20, "
+                                r"asked 5\)"):
+      self.run_squad(self.config, self.model_dir,
+                     dataclasses.replace(_SQUAD_CONFIG, n_best_size=5))
+
+  def test_resumes_after_a_kill(self):
+    config = dataclasses.replace(self.config, tuning="adapters", adapter_size=4, epochs=1.0,
+                                 checkpoint_every_steps=1)
+    model_dir = os.path.join(self.root, "killed")
+    save = trainer_lib.Trainer._save
+
+    def save_then_die(trainer, step):
+      save(trainer, step)
+      raise KeyboardInterrupt("killed after the first checkpoint")
+
+    with mock.patch.object(trainer_lib.Trainer, "_save", save_then_die):
+      with self.assertRaises(KeyboardInterrupt):
+        self.run_squad(config, model_dir)
+    self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-1"))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, squad_runner.RESULTS_FILE)))
+    results = self.run_squad(config, model_dir)
+    self.assertEqual((results["resumed_from_step"], results["num_train_steps"]), (1, 3))
+    self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-3"))
+
+
+class ResultsMarkdownTest(tf.test.TestCase):
+
+  def test_runs_then_published_figures(self):
+    def entry(tuning, f1, trainable, minutes):
+      return dict(config=dict(tuning=tuning, epochs=1.0, batch_size=32, learning_rate=1e-3),
+                  metrics=dict(exact_match=f1 - 10, f1=f1),
+                  parameters=dict(trainable=trainable, trainable_percent_of_base=trainable / 1e5),
+                  train_questions=20000, train_windows=20251, train_seconds=60 * minutes,
+                  eval_questions=10570)
+
+    lines = squad_runner.results_markdown(dict(
+        adapters=entry("adapters", 80.5, 606338, 30.0),
+        full=entry("full", 81.25, 22713986, 40.0))).splitlines()
+    self.assertIn("| adapters | 70.50 | 80.50 | -0.75 | 606,338 | 6.06 | 20,000 (20,251) | 1 | "
+                  "32 | 0.001 | 30.0 | 10,570 |", lines)
+    self.assertIn("| full | 71.25 | 81.25 | – | 22,713,986 | 227.14 | 20,000 (20,251) | 1 | "
+                  "32 | 0.001 | 40.0 | 10,570 |", lines)
+    for name, f1 in squad_runner.ANCHORS:
+      self.assertIn(f"| {name} | {f1} |", lines)
+    self.assertIn("| Houlsby et al. 2019 (BERT), adapters m=64 | 90.4 |", lines)
+
+if __name__ == "__main__":
+  tf.test.main()
