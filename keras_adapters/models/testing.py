@@ -1,4 +1,5 @@
-"""Task artifacts with random trained weights on the tiny test encoders, for fast tests."""
+"""Task artifacts with random "trained" weights, for tests and benchmarks: on the tiny test
+encoders they make fast tests; sizes and speed do not depend on the values."""
 
 import numpy as np
 import tf_keras as keras
