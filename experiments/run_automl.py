@@ -17,13 +17,10 @@ like; --max_train_examples=0 trains on the whole training split, as the paper di
 
 import os
 
-# pylint: disable=g-import-not-at-top,wrong-import-position
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
 from absl import app
 from absl import flags
 
+from experiments import cli
 from experiments import task_flags
 from keras_adapters.baselines import automl
 from keras_adapters.baselines import embeddings
@@ -104,4 +101,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

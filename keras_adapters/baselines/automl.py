@@ -192,7 +192,7 @@ def _record_settings(model_dir: str, settings: SearchSettings) -> None:
       now = ", ".join(f"{k}={current[k]!r}" for k in changed)
       raise ValueError(
           f"The search in {model_dir} was made with {was}, not {now}. Resume it with its "
-          "settings, or start a new search in another model_dir.")
+          "settings, or pass another model_dir= for a new search.")
   atomic_io.write_json(path, current)
 
 
