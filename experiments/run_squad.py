@@ -31,18 +31,17 @@ offsets out) and `adapters/`. Rerunning resumes; a finished run is not trained a
 import dataclasses
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
 
+from experiments import cli
 from experiments import common_flags
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
 from keras_adapters.training import method_comparison
-from keras_adapters.training import sweep
 from keras_adapters.utils import atomic_io
 
 flags.DEFINE_enum("task", "squad", ["squad"],
@@ -157,6 +156,7 @@ def run_methods(train, dev, base_config, squad_config):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  common_flags.create_strategy()
   if FLAGS.tfds_data_dir and (FLAGS.train_file or FLAGS.predict_file):
     raise app.UsageError("Give --tfds_data_dir or --train_file/--predict_file, not both.")
   if FLAGS["pooling"].present:
@@ -166,25 +166,19 @@ def main(argv):
     raise app.UsageError(f"Unknown --methods {unknown}; choose from "
                          f"{sorted(method_comparison.METHODS)}.")
   overrides = {"epochs": FULL_EPOCHS} if FLAGS.full and not FLAGS["epochs"].present else {}
-  try:
-    config = common_flags.run_config_from_flags(**overrides)
-    squad_config = _squad_config()
-    squad_config.window_settings(config.max_seq_length)
-    train, dev = load_data()
-  except (FileNotFoundError, ValueError) as e:
-    sys.exit(f"run_squad.py: error: {e}")
+  config = common_flags.run_config_from_flags(**overrides)
+  squad_config = _squad_config()
+  squad_config.window_settings(config.max_seq_length)
+  train, dev = load_data()
   print(f"SQuAD v1.1: training {train.source} ({len(train):,} questions), evaluating "
         f"{dev.source} ({len(dev):,} questions)")
-  try:
-    if FLAGS.methods:
-      print(squad_runner.results_markdown(run_methods(train, dev, config, squad_config)))
-      print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
-    else:
-      _run(train, dev, config, squad_config, FLAGS.model_dir,
-           FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export"))
-  except sweep.ConfigMismatchError as e:
-    sys.exit(f"run_squad.py: error: {e}")
+  if FLAGS.methods:
+    print(squad_runner.results_markdown(run_methods(train, dev, config, squad_config)))
+    print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
+  else:
+    _run(train, dev, config, squad_config, FLAGS.model_dir,
+         FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export"))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -34,13 +34,20 @@ def build_span_labeler(encoder, name="span_labeler"):
 
   Returns:
     A `keras.Model` from the BERT input dict to `start_logits` and `end_logits`, float32
-    `[batch, seq_length]`.
+    `[batch, seq_length]`. Its `adapter_name` is the `AdaptedBert` adapter set it serves
+    (`None` for another encoder); `save_adapters` saves that set and the head.
   """
   inputs = {key: keras.Input(shape=(None,), dtype=tf.int32, name=key)
             for key in adapted_bert_encoder.INPUT_KEYS}
+  adapter_name = None
   if isinstance(encoder, adapted_bert.AdaptedBert):
     encoder.encoder.pooler_transform.trainable = False
-  sequence_output = encoder(inputs)["sequence_output"]
+    # Recorded in the model's graph, as `build_classifier` does: the model keeps serving this
+    # adapter set when another one is activated.
+    adapter_name = encoder.active_adapter
+    sequence_output = encoder(inputs, adapter_name=adapter_name)["sequence_output"]
+  else:
+    sequence_output = encoder(inputs)["sequence_output"]
   start_logits, end_logits = networks.SpanLabeling(
       input_width=sequence_output.shape[-1],
       initializer=keras.initializers.TruncatedNormal(stddev=0.02),
@@ -48,7 +55,9 @@ def build_span_labeler(encoder, name="span_labeler"):
   real = tf.cast(inputs["input_mask"], tf.bool)
   outputs = {key: tf.where(real, logits, MASKED_LOGIT)
              for key, logits in (("start_logits", start_logits), ("end_logits", end_logits))}
-  return keras.Model(inputs, outputs, name=name)
+  model = keras.Model(inputs, outputs, name=name)
+  model.adapter_name = adapter_name
+  return model
 
 
 def span_loss(labels, outputs):

@@ -20,12 +20,13 @@ import os
 import time
 from typing import Any, Dict, Optional
 
+from absl import logging
 import tensorflow as tf
 
-from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import qa_export
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import parameter_summary
+from keras_adapters.models import saving
 from keras_adapters.models import span_labeler
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
@@ -168,6 +169,8 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
       model = build_model(config)
     tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
 
+  logging.info("Answering %d evaluation questions (%d windows)...",
+               len(set(eval_features.question_ids)), len(eval_features))
   eval_start = time.time()
   start_logits, end_logits = squad_features.predict_logits(model, eval_features,
                                                            _EVAL_BATCH_SIZE)
@@ -214,11 +217,12 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
 def export(model, tokenizer, config: task_runner.RunConfig, squad_config: SquadConfig,
            export_dir: str) -> None:
   """Writes `saved_model/` (raw strings in, answers out) and `adapters/` under `export_dir`."""
+  logging.info("Exporting the QA SavedModel and the adapter-only artifact to %s...", export_dir)
   qa_export.export_qa(
       model, tokenizer, os.path.join(export_dir, "saved_model"),
       settings=squad_config.window_settings(config.max_seq_length),
       n_best_size=squad_config.n_best_size, max_answer_length=squad_config.max_answer_length)
-  adapter_artifact.save_adapters(
+  saving.save_adapters(
       model, os.path.join(export_dir, "adapters"),
       metadata=dict(task="squad_v1.1", head="span_labeler",
                     max_seq_length=config.max_seq_length, **{

@@ -11,6 +11,7 @@ from unittest import mock
 import tensorflow as tf
 
 from keras_adapters.hub import testing
+from keras_adapters.models import saving
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
 from keras_adapters.training import sweep
@@ -108,6 +109,17 @@ class RunSquadTest(tf.test.TestCase):
                        answer["answer_start"] + len(answer["text"]))
     self.assertTrue(os.path.isfile(os.path.join(self.export_dir, "adapters",
                                                 "adapter_config.json")))
+
+  def test_adapter_artifact_restores_the_trained_model(self):
+    trained = squad_runner.build_model(self.config)
+    tf.train.Checkpoint(model=trained).restore(
+        tf.train.latest_checkpoint(self.model_dir)).expect_partial()
+    restored = squad_runner.build_model(self.config)
+    saving.load_adapters(restored, os.path.join(self.export_dir, "adapters"))
+    ids = tf.constant([[2, 40, 41, 3, 50, 51, 12, 3]])
+    inputs = dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+                  input_type_ids=tf.constant([[0, 0, 0, 0, 1, 1, 1, 1]]))
+    self.assertAllClose(restored(inputs, training=False), trained(inputs, training=False))
 
   def test_finished_run_is_exported_and_returned_without_training(self):
     self.assertEqual(self.exported, dict(self.results, export_dir=self.export_dir))
