@@ -22,6 +22,7 @@ read by `load_adapters`; rebuilding a whole model needs format 2.
 import dataclasses
 import json
 import os
+import re
 from typing import Optional, Tuple
 
 from safetensors import numpy as safetensors_numpy
@@ -32,6 +33,11 @@ CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
+# Tensors of an adapter set (adapters, LayerNorms) and of the head; anything else an artifact
+# stores is a base weight that its tuning changed.
+_TASK_TENSOR = re.compile(
+    r"head/|embeddings/layer_norm/|transformer/layer_\d+/(self_attention_layer_norm|"
+    r"output_layer_norm|attention_adapter|feedforward_adapter)/")
 
 
 class AdapterArtifactError(ValueError):
@@ -142,6 +148,12 @@ def base_handle(config):
   if config["format_version"] == 1:
     return config["adapted_bert"].get("handle")
   return config["base"]["handle"]
+
+
+def changed_base_weights(config):
+  """The base weights an artifact replaces (its tuning trained them), by name; none for the
+  `adapters` and `layer_norm` tunings, whose tasks can share one base."""
+  return sorted(key for key in config["tensors"] if not _TASK_TENSOR.match(key))
 
 
 def require_task_description(config, directory, what):

@@ -91,6 +91,14 @@ class AdapterArtifactFormatTest(tf.test.TestCase, parameterized.TestCase):
       adapter_artifact.require_task_description(
           dict(format_version=2, head=None), "/a", "load_task_model")
 
+  def test_changed_base_weights_are_whatever_is_not_adapter_set_or_head(self):
+    keys = ["head/0/kernel", "embeddings/layer_norm/gamma",
+            "transformer/layer_3/feedforward_adapter/up_project/bias",
+            "transformer/layer_3/output_layer_norm/beta",
+            "transformer/layer_3/self_attention/query/kernel", "pooler_transform/bias"]
+    self.assertEqual(adapter_artifact.changed_base_weights(dict(tensors=keys)),
+                     ["pooler_transform/bias", "transformer/layer_3/self_attention/query/kernel"])
+
   def test_preprocessing_config(self):
     """PreprocessingConfig round-trips through its dict; a handle can replace the recorded."""
     preprocessing = adapter_artifact.PreprocessingConfig("/p", ["a", "b"], 64)

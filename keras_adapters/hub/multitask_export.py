@@ -31,7 +31,6 @@ from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import task_export
 from keras_adapters.layers import task_routing
-from keras_adapters.models import tuning as tuning_lib
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
 
@@ -130,12 +129,13 @@ class _TaskSpec:
       raise MultitaskExportError(
           f"Task {name!r} ({directory!r}) was trained on another base than the one given "
           f"(saved from {adapter_artifact.base_handle(config)!r}): serve it with its own base.")
-    tuning = config["adapter_config"]["tuning"]
-    if tuning not in tuning_lib.BASE_FROZEN_POLICIES:
+    changed = adapter_artifact.changed_base_weights(config)
+    if changed:
       raise MultitaskExportError(
-          f"Task {name!r} was trained with tuning={tuning!r}, which changes the base, so it "
-          f"cannot share one: export it alone with export_task, or train it with one of "
-          f"{list(tuning_lib.BASE_FROZEN_POLICIES)}.")
+          f"Task {name!r} was trained with tuning={config['adapter_config']['tuning']!r}, "
+          f"which changes the base ({len(changed)} weights, e.g. {changed[0]!r}), so it cannot "
+          "share one: export it alone with export_task, or train it with tuning 'adapters' or "
+          "'layer_norm'.")
     head = config["head"]
     head_keys = {key for key in config["tensors"] if key.startswith("head/")}
     if head.get("kind") != "classifier" or head_keys != set(_HEAD_KEYS):
