@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from keras_adapters.hub import compatibility
+from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
 
 
@@ -64,14 +66,26 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
       BERT preprocessing SavedModel or `preprocessing.create_preprocessor(...)`.
     export_dir: Folder to write, replaced atomically.
     text_fields: Names of the text inputs, one or two.
-    seq_length: Length sequences are packed to.
-    label_names: Class names in logit order, or `None` for a regression task.
+    seq_length: Length sequences are packed to; at most the encoder's position embeddings.
+    label_names: Class names in logit order, one per logit, or `None` for a regression task
+      (one output).
 
   Returns:
     `export_dir`.
+
+  Raises:
+    ValueError: `label_names` do not match the model's logits, `seq_length` is more than the
+      encoder's position embeddings, or the preprocessor does not fit the encoder.
   """
   if not 1 <= len(text_fields) <= 2:
     raise ValueError(f"A task takes one or two text fields, got {list(text_fields)}.")
+  _check_outputs(model, label_names)
+  encoders = [layer for layer in model.submodules
+              if isinstance(layer, adapted_bert_encoder.AdaptedBertEncoder)]
+  encoder_config = encoders[0].get_config() if len(encoders) == 1 else None
+  if encoder_config:
+    compatibility.check_seq_length(seq_length, encoder_config, argument="seq_length")
+  compatibility.check_preprocessor(preprocessor, encoder_config)
   module = _TaskModule(model, preprocessor, text_fields, seq_length, label_names)
   string_spec = tf.TensorSpec([None], tf.string)
   if len(text_fields) == 1:
@@ -87,3 +101,19 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   with atomic_io.atomic_directory(export_dir) as staging:
     tf.saved_model.save(module, staging, signatures={"serving_default": serving})
   return export_dir
+
+
+def _check_outputs(model, label_names):
+  """Raises unless `label_names` name the model's logits one to one (or it has one score)."""
+  outputs = model.output_shape[-1] if hasattr(model, "output_shape") else None
+  if label_names is None:
+    if outputs not in (None, 1):
+      raise ValueError(f"label_names=None exports a regression task's one score, but the model "
+                       f"has {outputs} outputs: pass label_names= naming each of them.")
+    return
+  if isinstance(label_names, (str, bytes)) or not all(
+      isinstance(name, str) for name in label_names):
+    raise ValueError(f"label_names={label_names!r}: give a list of class names (strings).")
+  if outputs is not None and len(label_names) != outputs:
+    raise ValueError(f"label_names={list(label_names)} names {len(label_names)} classes, but the "
+                     f"model has {outputs} logits: give one name per logit, in logit order.")

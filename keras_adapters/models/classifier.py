@@ -1,6 +1,7 @@
 """The task model of the paper's experiments: an encoder plus a classification head."""
 
 import dataclasses
+import numbers
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -53,6 +54,10 @@ def build_classifier(encoder, num_classes, dropout_rate=0.1, pooling="cls",
     `head_config` (a `HeadConfig`) describes the head and its `adapter_name` is the adapter
     set it serves (`None` for an encoder other than `AdaptedBert`).
   """
+  if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or (
+      num_classes < 1):
+    raise ValueError(f"num_classes={num_classes!r}: give the number of classes (at least 2), "
+                     "or 1 for a regression task's single score.")
   inputs = {key: keras.Input(shape=(None,), dtype=tf.int32, name=key)
             for key in adapted_bert_encoder.INPUT_KEYS}
   if pooling not in POOLINGS:

@@ -78,8 +78,8 @@ def stratified_split(spec: TaskSpec, examples: TextExamples,
     The train, validation and test examples.
 
   Raises:
-    ValueError: Bad fractions, missing or out-of-range labels, repeated ids, or a class with
-      fewer than 2 examples.
+    ValueError: Bad fractions, missing or out-of-range labels, repeated ids, examples of one
+      class only, or a class with fewer than 2 examples.
   """
   return tuple(text_classification.select_examples(examples, indices)
                for indices in _split_indices(spec, examples, fractions, seed))
@@ -295,9 +295,16 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
   shares = _check_fractions(fractions)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
     raise ValueError(f"seed must be an integer, got {seed!r}.")
+  classes = np.unique(examples.labels)
+  if len(classes) < 2:
+    raise ValueError(
+        f"Task {spec.name!r} has examples of one class only, "
+        f"{spec.label_names[classes[0]]!r} ({len(examples)} examples): a classifier learns "
+        "nothing from it. Check that the labels are read from the right column "
+        "(label_column=) and that the data holds every class.")
   rng = np.random.default_rng(seed)
   parts = ([], [], [])
-  for label in np.unique(examples.labels):
+  for label in classes:
     members = np.flatnonzero(examples.labels == label)
     if len(members) < 2:
       raise ValueError(

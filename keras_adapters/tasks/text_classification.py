@@ -27,6 +27,9 @@ Encoding = Union[str, Sequence[str]]
 _FOLDER_TEXT_FIELD = "text"
 _FILE_FORMATS = (".csv", ".tsv", ".jsonl")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Python's csv module refuses fields over 131,072 characters by default; a long article is
+# not a malformed file. The largest limit every platform's C long holds.
+_CSV_FIELD_LIMIT = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +69,7 @@ def read_text_classification(
       `("utf-8", "latin-1")` for a corpus with a few latin-1 files among utf-8 ones.
     name: Task name; by default the file name without extension or the folder name.
     drop_empty: Drop examples whose text is empty or only whitespace instead of raising.
+      Spaces around a label are dropped, with a warning: `"positive "` is `"positive"`.
     deduplicate: Keep only the first example of each exact duplicate text.
 
   Returns:
@@ -172,6 +176,8 @@ def _read_delimited(path: str, text: str, text_column: str, label_column: str,
     # silently swallows the rows after it.
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     layout_hint = "quote fields that contain commas, quotes or line breaks"
+  field_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
+  next_line = 1
   try:
     header = next(reader, None)
     if header is None:
@@ -193,8 +199,45 @@ def _read_delimited(path: str, text: str, text_column: str, label_column: str,
       yield _Row(id=str(row_number), text=fields[text_index], label=fields[label_index],
                  where=where)
   except csv.Error as e:
+    opening = None if is_tsv else _unclosed_quote_line(text, next_line)
+    if opening is not None:
+      raise ValueError(
+          f"{path}, line {opening}: a quoted field opens here and its closing quote is "
+          f"missing (the file ends inside it, at line {reader.line_num}); {layout_hint}, and "
+          "double a quote inside a quoted field (\"\").") from e
     raise ValueError(f"{path}, line {reader.line_num}: not valid {'TSV' if is_tsv else 'CSV'}"
                      f" ({e}); {layout_hint}.") from e
+  finally:
+    csv.field_size_limit(field_limit)
+
+
+def _unclosed_quote_line(text: str, first_line: int) -> Optional[int]:
+  """The line of the quote that opens a field and is never closed, in the CSV records from
+  line `first_line` on, or `None` if every quoted field there is closed."""
+  in_quotes, field_start, opened_at = False, True, None
+  index = _line_offset(text, first_line)
+  while index < len(text):
+    char = text[index]
+    if in_quotes:
+      if text.startswith('""', index):  # An escaped quote inside the field.
+        index += 1
+      elif char == '"':
+        in_quotes = False
+    elif char == '"' and field_start:
+      in_quotes, opened_at = True, index
+    field_start = not in_quotes and char in ",\r\n"
+    index += 1
+  return _line_number(text[:opened_at]) if in_quotes else None
+
+
+def _line_offset(text: str, line: int) -> int:
+  """The offset of the first character of 1-based `line` in `text`."""
+  if line <= 1:
+    return 0
+  for count, match in enumerate(_LINE_BREAK.finditer(text), start=2):
+    if count == line:
+      return match.end()
+  return len(text)
 
 
 def _column_index(path: str, header: Sequence[str], column: str, argument: str) -> int:
@@ -280,6 +323,13 @@ def _read_class_folders(root: str, encodings: Sequence[str]) -> Iterator[_Row]:
 def _filter_rows(rows: List[_Row], path: str, drop_empty: bool,
                  deduplicate: bool) -> List[_Row]:
   """Checks labels and texts, drops empty texts and duplicates where asked to."""
+  padded = [row for row in rows if row.label != row.label.strip()]
+  if padded:
+    # "positive " would otherwise be a class of its own beside "positive".
+    logging.warning(
+        "%s: %d labels have spaces around them, e.g. %r at %s; they are read without them.",
+        path, len(padded), padded[0].label, padded[0].where)
+    rows = [dataclasses.replace(row, label=row.label.strip()) for row in rows]
   kept = []
   for row in rows:
     if not row.label.strip():

@@ -1,6 +1,8 @@
 """Tests for reading labelled text-classification sources."""
 
+import csv
 import json
+import logging
 import os
 
 import numpy as np
@@ -148,7 +150,11 @@ def test_unknown_extension(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("text,label\nx,a,extra\n", r"row 1 \(line 2\): has 3 fields but the header has 2"),
-    ('text,label\n"unclosed,a\ny,b\n', r"line 3: not valid CSV"),
+    # The quote opens on line 2; parsing only gives up at the end of the file.
+    ('text,label\n"unclosed,a\ny,b\n', r"d\.csv, line 2: a quoted field opens here and its "
+     r"closing quote is missing \(the file ends inside it, at line 3\)"),
+    ('text,label\n"multi\nline",a\nx,"say ""hi"",b\nz,b\n', r"d\.csv, line 4: a quoted "),
+    ('text,label\n"closed" then text,a\n', r"line 2: not valid CSV \(',' expected after"),
 ])
 def test_malformed_csv(tmp_path, content, message):
   with pytest.raises(ValueError, match=message):
@@ -195,3 +201,24 @@ def test_select_examples_keeps_ids_texts_and_labels_together(tmp_path):
   assert list(subset.ids) == ["3", "1"]
   assert list(subset.texts[0]) == ["z", "x"]
   np.testing.assert_array_equal(subset.labels, [2, 0])
+
+
+def test_csv_fields_over_pythons_default_limit_are_read(tmp_path):
+  """A text longer than the csv module's 131,072-character default is data, not an error;
+  the module's limit is restored afterwards."""
+  long_text = "w " * 100_000
+  path = _write(tmp_path / "d.csv", f'text,label\n"{long_text}",a\nshort,b\n')
+  _, examples = read(path)
+  assert list(examples.texts[0]) == [long_text, "short"]
+  assert csv.field_size_limit() == 131_072
+
+
+def test_spaces_around_labels_are_dropped_with_a_warning(tmp_path, caplog):
+  """"good " is the class "good", not a class of its own; the warning says where."""
+  path = _write(tmp_path / "d.csv", "text,label\nx,good\ny,good \nz, bad\n")
+  with caplog.at_level(logging.WARNING):
+    spec, examples = read(path)
+  assert spec.label_names == ("bad", "good")
+  assert examples.labels.tolist() == [1, 1, 0]
+  assert "2 labels have spaces around them, e.g. 'good ' at" in caplog.text
+  assert "d.csv, row 2 (line 3)" in caplog.text

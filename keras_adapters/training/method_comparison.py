@@ -37,7 +37,9 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
 
   Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
-  stopped and finished runs are not trained again.
+  stopped and finished runs are not trained again. A folder holding a run with other
+  settings (another `epochs`, task or data) is refused before the first run trains, never
+  reused under the new settings.
 
   Args:
     spec: The task.
@@ -53,10 +55,18 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
 
   Returns:
     The summary dict written to `comparison.json`.
+
+  Raises:
+    task_runner.RunSettingsError: A run folder holds a run with other settings.
   """
   metric = spec.metrics[0]
-  # Every method is checked before the first (long) run starts.
+  # Every method and every existing run folder is checked before the first (long) run starts.
   configs = {method: method_config(base_config, method, num_layers) for method in methods}
+  for method, config in configs.items():
+    for seed in seeds:
+      run_dir = _run_dir(root_dir, method, seed)
+      if os.path.isdir(run_dir):
+        task_runner.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
   rows = []
   num_runs = len(configs) * len(seeds)
   for method, config in configs.items():
@@ -66,7 +76,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
       print(f"[{len(rows) * len(seeds) + len(runs) + 1}/{num_runs}] {method}, seed {seed}",
             flush=True)
       runs.append(run_fn(spec, splits, dataclasses.replace(config, seed=seed),
-                         os.path.join(root_dir, f"{method}-seed{seed}")))
+                         _run_dir(root_dir, method, seed)))
       print(f"  {eval_split} {metric}: {100.0 * runs[-1]['metrics'][eval_split][metric]:.2f}",
             flush=True)
     scores = [100.0 * run["metrics"][eval_split][metric] for run in runs]
@@ -150,6 +160,10 @@ def markdown_table(summary):
 
 def _optional(value, spec):
   return "–" if value is None else format(value, spec)
+
+
+def _run_dir(root_dir, method, seed):
+  return os.path.join(root_dir, f"{method}-seed{seed}")
 
 
 def _read_summary(results_dir):

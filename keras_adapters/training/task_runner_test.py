@@ -184,12 +184,12 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
                                     max_seq_length=_SEQ_LENGTH))
 
   def test_finished_run_is_not_trained_again(self):
-    """A second call with the same model_dir returns the recorded results and builds no
-    Trainer, even with other splits and config."""
-    with mock.patch.object(trainer_lib, "Trainer", _NoTrainer):
+    """A second call with the same model_dir and settings returns the recorded results and
+    trains nothing, also when it asks for fewer splits."""
+    with mock.patch.object(trainer_lib.Trainer, "_build",
+                           side_effect=AssertionError("built a model")):
       again = task_runner.run_task(self.spec, dict(train=self.splits["train"]),
-                                   self._config(epochs=5.0), self.model_dir,
-                                   progress_bar=False)
+                                   self.config, self.model_dir, progress_bar=False)
     self.assertEqual(again, json.loads(json.dumps(self.results)))
 
   def test_trained_run_without_results_restores_the_checkpoint(self):
@@ -254,12 +254,26 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertIsNone(results["config"]["adapter_size"])
 
   @parameterized.named_parameters(
-      ("zero_epochs", dict(epochs=0.0)),
-      ("negative_batch_size", dict(batch_size=-1)),
-      ("zero_learning_rate", dict(learning_rate=0.0)))
-  def test_invalid_config(self, overrides):
-    """Non-positive epochs, batch size or learning rate are refused with a ValueError."""
-    with self.assertRaisesRegex(ValueError, "must be positive"):
+      ("zero_epochs", dict(epochs=0.0), r"epochs=0\.0: must be positive and finite\."),
+      ("nan_epochs", dict(epochs=float("nan")), r"epochs=nan: must be positive and finite"),
+      ("infinite_epochs", dict(epochs=float("inf")), "epochs=inf: must be positive"),
+      ("nan_learning_rate", dict(learning_rate=float("nan")), "learning_rate=nan: must be"),
+      ("zero_learning_rate", dict(learning_rate=0.0), "learning_rate=0.0: must be positive"),
+      ("negative_batch_size", dict(batch_size=-1),
+       "batch_size=-1: must be a whole number of at least 1"),
+      ("fractional_batch_size", dict(batch_size=8.5), "batch_size=8.5: must be a whole"),
+      ("one_token", dict(max_seq_length=1), "max_seq_length=1: must be a whole number of at "
+       "least 2"),
+      ("warmup_of_all_steps", dict(warmup_fraction=1.0),
+       r"warmup_fraction=1\.0: must be a finite number at least 0 and below 1"),
+      ("negative_weight_decay", dict(weight_decay=-0.1), "weight_decay=-0.1: must be"),
+      ("negative_seed", dict(seed=-1), "seed=-1: must be"),
+      ("no_adapter_size", dict(adapter_size=None), "adapter_size=None: must be"),
+      ("unknown_tuning", dict(tuning="all"), "tuning='all': choose one of adapters, "),
+      ("unknown_pooling", dict(pooling="max"), "pooling='max': choose one of cls, mean"))
+  def test_invalid_config(self, overrides, message):
+    """A value that cannot be trained with is a ValueError naming the field and the fix."""
+    with self.assertRaisesRegex(ValueError, message):
       self._config(**overrides)
 
   def test_missing_train_split(self):

@@ -13,8 +13,16 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
   weights an uninterrupted run would have, provided the model has no random ops in training
   (dropout masks after a resume differ from the uninterrupted run's). A finished run leaves a
   completion marker and is not trained again;
-* a NaN or infinite loss or gradient stops the run with `TrainingDivergedError` before
-  anything more is saved, so the last checkpoint is a good one;
+* divergence stops the run with `TrainingDivergedError`: a NaN or infinite loss or gradient,
+  a loss over `LOSS_EXPLOSION_FACTOR` times that of the call's first step (a learning rate of
+  1e6 gives finite losses of 1e13), or weights over `WEIGHT_EXPLOSION_FACTOR` times their
+  starting global norm, or not finite, when a checkpoint is due. A checkpoint is kept only
+  when it is known good: its weights are checked before it is written, and the loss they give
+  at the next step must pass too, or the checkpoint is deleted. So the last checkpoint is
+  always a good one to resume from;
+* a latest checkpoint that cannot be read (a write cut short) is skipped with a warning, and
+  training resumes from the one before it; what interrupted saves left behind
+  (`ckpt-<step>_temp` folders, `*.tempstate*` and `checkpoint.tmp*` files) is deleted;
 * progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`.
 
 With `MultiWorkerMirroredStrategy` on several workers (configured by `TF_CONFIG`), every
@@ -45,6 +53,16 @@ from keras_adapters.utils import atomic_io
 CHECKPOINT_NAME = "ckpt"
 COMPLETION_MARKER = "training_complete.json"
 SUMMARIES_DIR = "summaries"
+# Divergence that is not (yet) NaN: a loss this many times that of the first step of a call
+# (or 1, if that was smaller), weights this many times their global norm at its start (or 1).
+LOSS_EXPLOSION_FACTOR = 100.0
+WEIGHT_EXPLOSION_FACTOR = 1000.0
+# What a save cut short leaves in the folder: TensorFlow's per-save staging folder, its
+# bundle writer's temporary files and the temporary copy of the `checkpoint` state file.
+_SAVE_LEFTOVERS = (f"{CHECKPOINT_NAME}-*_temp", "*.tempstate*", "checkpoint.tmp*")
+# Reading a checkpoint whose files were cut short fails with these (IndexError: a data file
+# shorter than its index says).
+_UNREADABLE_CHECKPOINT_ERRORS = (tf.errors.OpError, IndexError)
 
 # A dataset of `(features, labels)` batches at the global batch size, or a function from an
 # epoch's shuffle seed to such a dataset.
@@ -54,7 +72,7 @@ EvalFn = Callable[[keras.Model], Mapping[str, float]]
 
 
 class TrainingDivergedError(RuntimeError):
-  """The training loss or gradient became NaN or infinite."""
+  """The loss, the gradient or the weights became NaN or infinite, or exploded."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,11 +228,11 @@ class Trainer:
       The `TrainResult`, also saved as the completion marker.
 
     Raises:
-      TrainingDivergedError: If a loss or gradient is NaN or infinite.
+      TrainingDivergedError: If training diverged (see the module docstring).
       ValueError: If the data or `loss_fn` output has the wrong form, or `model_dir` holds a
-        checkpoint of another model or one past `num_train_steps`.
+        checkpoint of another model, one past `num_train_steps`, or none that can be read.
     """
-    finished = self._finished_result()
+    finished = self.finished_result()
     if finished is not None:
       logging.info("Training in %s already finished at step %d: not training again.",
                    self._model_dir, finished.step)
@@ -236,8 +254,12 @@ class Trainer:
   def _marker_path(self) -> str:
     return os.path.join(self._model_dir, COMPLETION_MARKER)
 
-  def _finished_result(self) -> Optional[TrainResult]:
-    """The saved result if the marker and the final checkpoint say the run is finished."""
+  def finished_result(self) -> Optional[TrainResult]:
+    """The recorded result if `model_dir` holds this run finished, else `None`.
+
+    Finished means: the completion marker is there, for `num_train_steps`, and its final
+    checkpoint is the latest one. Nothing is built.
+    """
     if not os.path.exists(self._marker_path):
       return None
     with open(self._marker_path, encoding="utf-8") as f:
@@ -280,31 +302,90 @@ class Trainer:
     self._checkpoint = tf.train.Checkpoint(
         model=model, optimizer=optimizer, step=self._step, epoch=self._epoch,
         batch_in_epoch=self._batch_in_epoch)
-    self._manager = tf.train.CheckpointManager(
-        self._checkpoint, self._write_dir, max_to_keep=self._max_checkpoints_to_keep,
-        checkpoint_name=CHECKPOINT_NAME)
+    self._remove_save_leftovers()
+    self._manager = self._new_manager()
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
     self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
     self._writers = {
         kind: tf.summary.create_file_writer(os.path.join(self._write_dir, SUMMARIES_DIR, kind))
         for kind in ("train", "eval")}
 
+  def _new_manager(self) -> tf.train.CheckpointManager:
+    """A manager of `write_dir`'s checkpoints, as its `checkpoint` state file lists them."""
+    return tf.train.CheckpointManager(
+        self._checkpoint, self._write_dir, max_to_keep=self._max_checkpoints_to_keep,
+        checkpoint_name=CHECKPOINT_NAME)
+
+  def _remove_save_leftovers(self):
+    """Deletes what saves cut short left in `write_dir`; no save of this run is under way."""
+    for pattern in _SAVE_LEFTOVERS:
+      for path in tf.io.gfile.glob(os.path.join(self._write_dir, pattern)):
+        logging.info("Deleting %s, left by a save that was cut short.", path)
+        if tf.io.gfile.isdir(path):
+          tf.io.gfile.rmtree(path)
+        else:
+          tf.io.gfile.remove(path)
+
   def _restore(self) -> int:
-    """Restores the chief's latest checkpoint, if any; returns its step (0 without one)."""
-    latest = tf.train.latest_checkpoint(self._model_dir)
-    if latest is None:
+    """Restores the chief's latest readable checkpoint, if any; returns its step (0 without
+    one). Unreadable newer ones are skipped, and deleted by the chief."""
+    state = tf.train.get_checkpoint_state(self._model_dir)
+    if state is None or not state.model_checkpoint_path:
       return 0
-    try:
-      self._checkpoint.restore(latest).assert_existing_objects_matched()
-    except (AssertionError, ValueError) as e:
-      raise ValueError(f"The checkpoint {latest} does not match this model and optimiser "
-                       f"({e}). Use a fresh model_dir for a different model.") from e
+    # Newest first: the latest, then the older ones still on record.
+    candidates = list(dict.fromkeys([state.model_checkpoint_path,
+                                     *reversed(state.all_model_checkpoint_paths)]))
+    unreadable = []
+    for path in candidates:
+      try:
+        self._checkpoint.restore(path).assert_existing_objects_matched()
+      except _UNREADABLE_CHECKPOINT_ERRORS as e:
+        unreadable.append(path)
+        logging.warning("Cannot read the checkpoint %s (%s: %s), probably a save cut short; "
+                        "trying the one before it.", path, type(e).__name__,
+                        str(e).splitlines()[0][:200])
+        continue
+      except (AssertionError, ValueError) as e:
+        raise ValueError(f"The checkpoint {path} does not match this model and optimiser "
+                         f"({e}). Use a fresh model_dir for a different model.") from e
+      break
+    else:
+      raise ValueError(
+          f"None of the checkpoints in {self._model_dir} can be read "
+          f"({', '.join(os.path.basename(p) for p in candidates)}). Use a fresh model_dir, "
+          "or delete the checkpoints there to train from the start.")
+    if unreadable:
+      logging.warning("Resuming from %s instead of the unreadable %s.", path,
+                      ", ".join(os.path.basename(p) for p in unreadable))
+      if self._is_chief:
+        for bad in unreadable:
+          self._discard(bad)
     step = int(self._step.numpy())
     if step > self._num_train_steps:
-      raise ValueError(f"{latest} is at step {step}, past num_train_steps="
+      raise ValueError(f"{path} is at step {step}, past num_train_steps="
                        f"{self._num_train_steps}: use a fresh model_dir.")
-    logging.info("Resuming from %s at step %d.", latest, step)
+    logging.info("Resuming from %s at step %d.", path, step)
     return step
+
+  def _discard(self, path: str):
+    """Deletes the checkpoint `path` of `write_dir` and takes it off the state file's list."""
+    state = tf.train.get_checkpoint_state(self._write_dir)
+    kept = [(p, t) for p, t in zip(state.all_model_checkpoint_paths,
+                                    state.all_model_checkpoint_timestamps or
+                                    [None] * len(state.all_model_checkpoint_paths))
+            if os.path.basename(p) != os.path.basename(path)] if state else []
+    for name in tf.io.gfile.glob(path + ".*"):
+      tf.io.gfile.remove(name)
+    state_file = os.path.join(self._write_dir, "checkpoint")
+    if kept:
+      paths, timestamps = zip(*kept)
+      tf.__internal__.train.update_checkpoint_state(
+          self._write_dir, paths[-1], list(paths),
+          all_model_checkpoint_timestamps=None if None in timestamps else list(timestamps),
+          last_preserved_timestamp=state.last_preserved_timestamp, save_relative_paths=True)
+    elif tf.io.gfile.exists(state_file):
+      tf.io.gfile.remove(state_file)
+    self._manager = self._new_manager()
 
   def _epoch_dataset(self, epoch: int) -> tf.data.Dataset:
     """The training data of `epoch`, checked to be `(features, labels)` pairs."""
@@ -385,19 +466,24 @@ class Trainer:
     progbar.update(start_step)
     step, loss, num_examples, interval_losses = start_step, None, 0, []
     start_time = time.perf_counter()
+    # The references of the explosion checks: where this call starts.
+    self._start_weight_norm = self._weight_norm()
+    first_loss = None
     batches = self._batches(int(self._epoch.numpy()), int(self._batch_in_epoch.numpy()))
     while step < num_steps:
       epoch, consumed, batch = next(batches)
       loss_t, grad_norm_t, examples_t = self._train_step(batch)
       step += 1
       loss, grads_finite = float(loss_t), math.isfinite(float(grad_norm_t))
-      if not (math.isfinite(loss) and grads_finite):
-        raise TrainingDivergedError(
-            f"Training diverged at step {step}: loss {loss}, gradients "
-            f"{'finite' if grads_finite else 'not finite'}. "
-            "Nothing was saved after it; the last good checkpoint, kept, is "
-            f"{self._manager.latest_checkpoint or 'none (none was saved yet)'}. Lower the "
-            f"learning rate (now {self._optimizer_args['learning_rate']}) and train again.")
+      if first_loss is None and math.isfinite(loss):
+        first_loss = (step, loss)
+      problem = _loss_problem(loss, grads_finite, first_loss)
+      if problem:
+        # This loss is that of the weights the previous step left: if they were saved, that
+        # checkpoint is not good either.
+        latest = self._manager.latest_checkpoint
+        self._diverged(step, problem, bad_checkpoint=latest if latest and _checkpoint_step(
+            latest) == step - 1 else None)
       num_examples += int(examples_t)
       interval_losses.append(loss)
       self._step.assign(step)
@@ -431,7 +517,29 @@ class Trainer:
         eval_metrics=eval_metrics)
 
   def _save(self, step: int):
+    """Saves the weights of `step` if they are finite and have not exploded."""
+    norm, start_norm = self._weight_norm(), self._start_weight_norm
+    if not math.isfinite(norm) or norm > WEIGHT_EXPLOSION_FACTOR * max(start_norm, 1.0):
+      self._diverged(step, f"the update left the trainable weights with global norm {norm:.4g} "
+                     f"(they started at {start_norm:.4g})")
     logging.debug("Saved %s.", self._manager.save(checkpoint_number=step))
+
+  def _weight_norm(self) -> float:
+    return float(tf.linalg.global_norm(self.model.trainable_variables))
+
+  def _diverged(self, step: int, problem: str, bad_checkpoint: Optional[str] = None):
+    """Raises `TrainingDivergedError` after deleting `bad_checkpoint`, if given."""
+    if bad_checkpoint:
+      self._discard(bad_checkpoint)
+    good = self._manager.latest_checkpoint
+    deleted = (f"The checkpoint of step {step - 1}, whose weights gave that loss, was deleted. "
+               if bad_checkpoint else "")
+    raise TrainingDivergedError(
+        f"Training diverged at step {step}: {problem}. {deleted}Nothing was saved after it; "
+        f"the last good checkpoint is {good or 'none'}. Lower the learning rate (now "
+        f"learning_rate={self._optimizer_args['learning_rate']:g}) and train again in a new "
+        "model_dir=<folder> (a rerun in this one resumes from "
+        f"{os.path.basename(good) if good else 'the start'}).")
 
   def _evaluate(self, step: int) -> Dict[str, float]:
     metrics = {name: float(value) for name, value in self._eval_fn(self.model).items()}
@@ -443,6 +551,24 @@ class Trainer:
     with self._writers[kind].as_default():
       for name, value in scalars.items():
         tf.summary.scalar(name, value, step=step)
+
+
+def _loss_problem(loss: float, grads_finite: bool,
+                  first_loss: Optional[Tuple[int, float]]) -> Optional[str]:
+  """What is wrong with a step's loss and gradient, or `None`."""
+  if not math.isfinite(loss):
+    return f"loss {loss}"
+  if not grads_finite:
+    return f"loss {loss:.4g}, gradients not finite"
+  first_step, reference = first_loss
+  if loss > LOSS_EXPLOSION_FACTOR * max(reference, 1.0):
+    return (f"loss {loss:.4g}, over {LOSS_EXPLOSION_FACTOR:g} times the {reference:.4g} of "
+            f"step {first_step}")
+  return None
+
+
+def _checkpoint_step(path: str) -> int:
+  return int(path.rsplit("-", 1)[1])
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:

@@ -196,22 +196,66 @@ class TrainerTest(tf.test.TestCase):
 
   def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(self):
     model_dir = self.create_tempdir().full_path
-    # Unshuffled; batch 3 (step 4, after the checkpoint of step 3) has a NaN label.
+    # Unshuffled; batch 3 (step 4, after the checkpoint of step 2, which step 3 confirmed)
+    # has a NaN label.
     labels = _LABELS.copy()
     labels[3 * _BATCH_SIZE] = np.nan
     dataset = tf.data.Dataset.from_tensor_slices((_FEATURES, labels)).batch(_BATCH_SIZE)
 
-    with self.assertRaisesRegex(trainer.TrainingDivergedError,
-                                r"diverged at step 4: loss nan.*ckpt-3.*Lower the learning"):
-      _make_trainer(model_dir, train_data=dataset).train()
+    with self.assertRaisesRegex(
+        trainer.TrainingDivergedError,
+        r"diverged at step 4: loss nan\. Nothing was saved after it; the last good checkpoint "
+        r"is .*ckpt-2\. Lower the learning rate \(now learning_rate=0\.05\) and train again "
+        r"in a new model_dir=<folder> \(a rerun in this one resumes from ckpt-2\)"):
+      _make_trainer(model_dir, train_data=dataset, checkpoint_every_steps=2).train()
 
-    self.assertEqual(os.path.basename(tf.train.latest_checkpoint(model_dir)), "ckpt-3")
-    self.assertEmpty(glob.glob(os.path.join(model_dir, "ckpt-[4-9]*")))
+    self.assertEqual(os.path.basename(tf.train.latest_checkpoint(model_dir)), "ckpt-2")
+    self.assertEmpty(glob.glob(os.path.join(model_dir, "ckpt-[3-9]*")))
     self.assertFalse(os.path.exists(os.path.join(model_dir, trainer.COMPLETION_MARKER)))
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(model_dir))
     for name in reader.get_variable_to_shape_map():
       if "model" in name and reader.get_variable_to_dtype_map()[name].is_floating:
         self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
+
+  def test_unreadable_latest_checkpoint_falls_back_to_the_one_before(self):
+    """A latest checkpoint cut short is skipped with a warning and deleted; training resumes
+    from the one before and ends with the uninterrupted run's weights."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self._reference_dir, model_dir)
+    os.remove(os.path.join(model_dir, trainer.COMPLETION_MARKER))
+    data_file, = glob.glob(os.path.join(model_dir, f"ckpt-{_NUM_STEPS}.data-*"))
+    with open(data_file, "r+b") as f:
+      f.truncate(os.path.getsize(data_file) // 2)
+
+    resumed = _make_trainer(model_dir)
+    with self.assertLogs("absl", "WARNING") as logs:
+      result = resumed.train()
+
+    self.assertIn(f"Cannot read the checkpoint {model_dir}/ckpt-{_NUM_STEPS}", logs.output[0])
+    self.assertIn(f"Resuming from {model_dir}/ckpt-6 instead of the unreadable "
+                  f"ckpt-{_NUM_STEPS}", logs.output[1])
+    self.assertEqual((result.start_step, result.step), (6, _NUM_STEPS))
+    self.assertSameWeights(resumed.model, self._reference.model, atol=1e-6)
+
+    for path in glob.glob(os.path.join(model_dir, "ckpt-*.index")):
+      with open(path, "r+b") as f:
+        f.truncate(10)
+    with self.assertRaisesRegex(ValueError, "None of the checkpoints .* can be read.*fresh"):
+      _make_trainer(model_dir, num_train_steps=_NUM_STEPS + 1).train()
+
+  def test_save_leftovers_are_deleted(self):
+    """What an interrupted save leaves (TensorFlow's staging folder and temporary files) is
+    gone after the next run."""
+    model_dir = self.create_tempdir().full_path
+    leftovers = [os.path.join(model_dir, name) for name in (
+        "ckpt-3_temp", "ckpt-3.data-00000-of-00001.tempstate123", "checkpoint.tmp4f2a")]
+    os.makedirs(os.path.join(leftovers[0], "part-00000-of-00001"))
+    for path in leftovers[1:]:
+      with open(path, "wb") as f:
+        f.write(b"\0")
+    _make_trainer(model_dir, num_train_steps=1).train()
+    for path in leftovers:
+      self.assertFalse(os.path.exists(path), path)
 
   def test_two_replicas_match_one(self):
     strategy = distribution.get_strategy("mirrored")

@@ -1,0 +1,97 @@
+"""Checks that a sequence length and a preprocessing model fit a base encoder, up front.
+
+Otherwise the mismatch surfaces late and obscurely: a sequence length above the encoder's
+position embeddings trains, then fails inside TensorFlow on the first long batch, or is
+exported into a SavedModel that fails on every input; a vocabulary larger than the encoder's
+gives token ids without an embedding, an op error in the middle of a step.
+"""
+
+import numbers
+import os
+from typing import Any, Mapping, Optional
+
+import tensorflow_hub as hub
+
+# Packing needs room for [CLS] and [SEP].
+MIN_SEQ_LENGTH = 2
+
+
+def check_seq_length(seq_length: Any, encoder_config: Mapping[str, int],
+                     argument: str = "max_seq_length") -> None:
+  """Raises a `ValueError` unless `seq_length` is an integer the encoder has positions for.
+
+  Args:
+    seq_length: The length examples are packed to.
+    encoder_config: The encoder's architecture, with `max_sequence_length` (the number of
+      position embeddings), as `hub_encoder.read_hub_encoder(handle).config` gives it.
+    argument: The argument's name, for the message.
+  """
+  if (isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral)
+      or seq_length < MIN_SEQ_LENGTH):
+    raise ValueError(f"{argument}={seq_length!r}: give a whole number of tokens of at least "
+                     f"{MIN_SEQ_LENGTH} ([CLS] and [SEP]), e.g. {argument}=128.")
+  positions = encoder_config["max_sequence_length"]
+  if seq_length > positions:
+    raise ValueError(
+        f"{argument}={seq_length} is more than the base encoder's {positions} position "
+        f"embeddings: give {argument}={positions} or less.")
+
+
+def load_preprocessor(handle: str, argument: str = "preprocess_handle"):
+  """Loads a TF Hub BERT preprocessing model, or raises an error naming `argument`.
+
+  Args:
+    handle: A TF Hub handle or the path of a SavedModel folder.
+    argument: The argument's name, for messages.
+
+  Returns:
+    The loaded model, with `tokenize` and `bert_pack_inputs`.
+
+  Raises:
+    FileNotFoundError: A local path that does not exist.
+    ValueError: Not a SavedModel, or not a preprocessing model.
+  """
+  handle = os.fspath(handle)
+  if "://" not in handle and not os.path.isdir(handle):
+    raise FileNotFoundError(f"{argument}={handle!r} does not exist: pass the folder of a TF "
+                            "Hub BERT preprocessing SavedModel, or a TF Hub handle.")
+  try:
+    preprocessor = hub.load(handle)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"{argument}={handle!r} cannot be loaded as a SavedModel "
+                     f"({str(e).splitlines()[0][:200]}): pass the folder of a TF Hub BERT "
+                     "preprocessing SavedModel.") from None
+  check_preprocessor(preprocessor, handle=handle, argument=argument)
+  return preprocessor
+
+
+def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]] = None, *,
+                       handle: Optional[str] = None,
+                       argument: str = "preprocess_handle") -> None:
+  """Raises a `ValueError` unless `preprocessor` is a BERT preprocessing model for the encoder.
+
+  Args:
+    preprocessor: The loaded model (or any object with `tokenize` and `bert_pack_inputs`).
+    encoder_config: The encoder's architecture, with `vocab_size`; `None` skips the
+      vocabulary check.
+    handle: Where the preprocessor was loaded from, for the message.
+    argument: The argument that named it, for the message.
+  """
+  name = f"{argument}={handle!r}" if handle else "The preprocessor"
+  missing = [method for method in ("tokenize", "bert_pack_inputs")
+             if not hasattr(preprocessor, method)]
+  if missing:
+    raise ValueError(
+        f"{name} is not a TF Hub BERT preprocessing model: it has no {' or '.join(missing)}. "
+        "Pass the preprocessing model that comes with the encoder (for the embedded one, "
+        "keras_adapters.default_preprocess_handle()), not the encoder itself.")
+  special_tokens = getattr(preprocessor.tokenize, "get_special_tokens_dict", None)
+  if encoder_config is None or special_tokens is None:
+    return
+  vocab_size = int(special_tokens()["vocab_size"])
+  if vocab_size > encoder_config["vocab_size"]:
+    raise ValueError(
+        f"{name} makes token ids up to {vocab_size - 1}, but the base encoder has "
+        f"{encoder_config['vocab_size']} token embeddings: ids from "
+        f"{encoder_config['vocab_size']} on have none. Pass the preprocessing model built "
+        "from the encoder's own vocabulary.")
