@@ -42,7 +42,7 @@ EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 # Evaluation needs no gradients: larger batches than training fit.
-_EVAL_BATCH_SIZE = 64
+EVAL_BATCH_SIZE = 64
 # Published F1 on the SQuAD v1.1 dev set, printed beside ours: Houlsby et al. (2019),
 # Section 3.5, and what small distilled bases reach with full fine-tuning.
 ANCHORS = (
@@ -173,7 +173,7 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
                len(set(eval_features.question_ids)), len(eval_features))
   eval_start = time.time()
   start_logits, end_logits = squad_features.predict_logits(model, eval_features,
-                                                           _EVAL_BATCH_SIZE)
+                                                           EVAL_BATCH_SIZE)
   predict_seconds = time.time() - eval_start
   examples = squad_features.read_examples(dev, training=False)
   if eval_ids is not None:

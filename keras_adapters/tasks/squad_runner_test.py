@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import os
-import random
 import shutil
 import tempfile
 from unittest import mock
@@ -14,35 +13,13 @@ from keras_adapters.hub import testing
 from keras_adapters.models import saving
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
+from keras_adapters.tasks import squad_testing
 from keras_adapters.training import sweep
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 
 _SQUAD_CONFIG = squad_runner.SquadConfig(doc_stride=8, max_query_length=4,
                                          max_answer_length=5)
-
-
-def _write_questions(path):
-  """Four questions over contexts of 8 to 42 words; the longest needs three windows.
-
-  Contexts are random tiny-vocab words w0-w39; each answer is two words of its own,
-  w50-w57, so a model that learns where answers are can answer every question exactly.
-  """
-  rng = random.Random(0)
-  paragraphs = []
-  for index, length in enumerate((6, 12, 20, 40)):
-    words = [f"w{rng.randrange(40)}" for _ in range(length)]
-    answer = [f"w{50 + 2 * index}", f"w{51 + 2 * index}"]
-    position = 30 if length > 30 else rng.randrange(length)
-    words[position:position] = answer
-    context = " ".join(words)
-    paragraphs.append(dict(context=context, qas=[dict(
-        id=f"q{index}", question=f"w{rng.randrange(40)} w{rng.randrange(40)}",
-        answers=[dict(text=" ".join(answer),
-                      answer_start=len(" ".join(words[:position])) + (1 if position else 0))])]))
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump({"version": "1.1", "data": [{"title": "tiny", "paragraphs": paragraphs}]}, f)
-  return path
 
 
 class RunSquadTest(tf.test.TestCase):
@@ -52,7 +29,7 @@ class RunSquadTest(tf.test.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
     cls.addClassCleanup(shutil.rmtree, cls.root)
-    cls.data = squad.read_squad_file(_write_questions(os.path.join(cls.root, "squad.json")),
+    cls.data = squad.read_squad_file(squad_testing.write_tiny_squad(os.path.join(cls.root, "squad.json")),
                                      training=True)
     cls.config = task_runner.RunConfig(
         hub_handle=testing.tiny_hub_handle(), preprocess_handle=testing.tiny_preprocess_handle(),
