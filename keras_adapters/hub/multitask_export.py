@@ -105,9 +105,8 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
 class _TaskSpec:
   """One task as its artifact describes it, with its weights split into set and head."""
 
-  def __init__(self, name, directory, config, tensors, preprocessing):
+  def __init__(self, name, config, tensors, preprocessing):
     self.name = name
-    self.directory = directory
     self.config = config
     self.head = config["head"]
     self.preprocessing = preprocessing
@@ -143,8 +142,7 @@ class _TaskSpec:
           f"Task {name!r} has a {head.get('kind')!r} head; export_multitask serves "
           "build_classifier heads.")
     preprocessing = adapter_artifact.preprocessing_config(config, directory, preprocess_handle)
-    return cls(name, directory, config, adapter_artifact.read_tensors(directory),
-               preprocessing)
+    return cls(name, config, adapter_artifact.read_tensors(directory), preprocessing)
 
 
 def _checked_tasks(tasks):
