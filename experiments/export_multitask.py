@@ -17,18 +17,11 @@ task reads pairs, `text_pair`, answered in one pass of the shared encoder with `
 
 import os
 
-# Set before TensorFlow loads: its C++ start-up lines (CUDA probing on a machine without GPUs,
-# CPU features) say nothing a user acts on.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-import logging
-import sys
-
 from absl import app
 from absl import flags
-from absl import logging as absl_logging
 
+# Before TensorFlow loads (see cli).
+from experiments import cli
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import multitask_export
 
@@ -49,9 +42,6 @@ flags.mark_flag_as_required("tasks")
 
 FLAGS = flags.FLAGS
 
-# The library's arguments, as this script's flags, for its error messages.
-_FLAG_NAMES = {"overwrite=True": "--overwrite", "preprocess_handle=": "--preprocess_handle="}
-
 
 def parse_tasks(items):
   """`--tasks` items `name=folder` as an ordered dict, or a usage error saying what to give."""
@@ -71,21 +61,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   tasks = parse_tasks(FLAGS.tasks)
-  # SavedModel writing logs its internals at INFO and WARNING.
-  logging.getLogger("tensorflow").setLevel(logging.ERROR)
-  if not FLAGS["verbosity"].present:
-    absl_logging.set_verbosity(absl_logging.ERROR)
-  try:
-    base_handle = FLAGS.hub_handle or adapter_artifact.base_handle(
-        adapter_artifact.read_adapter_config(next(iter(tasks.values()))))
-    export_dir = multitask_export.export_multitask(
-        base_handle, tasks, FLAGS.export_dir, preprocess_handle=FLAGS.preprocess_handle,
-        overwrite=FLAGS.overwrite)
-  except ValueError as error:  # The library's errors about the artifacts and the base.
-    message = str(error)
-    for argument, flag in _FLAG_NAMES.items():
-      message = message.replace(argument, flag)
-    sys.exit(f"export_multitask.py: error: {message}")
+  # The library's errors about the artifacts and the base name its arguments; cli.run shows
+  # them as this script's flags.
+  base_handle = FLAGS.hub_handle or adapter_artifact.base_handle(
+      adapter_artifact.read_adapter_config(next(iter(tasks.values()))))
+  export_dir = multitask_export.export_multitask(
+      base_handle, tasks, FLAGS.export_dir, preprocess_handle=FLAGS.preprocess_handle,
+      overwrite=FLAGS.overwrite)
   size = sum(os.path.getsize(os.path.join(root, name))
              for root, _, names in os.walk(export_dir) for name in names)
   print(f"Wrote {export_dir} ({size / 2**20:.1f} MiB): signatures "
@@ -94,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)
