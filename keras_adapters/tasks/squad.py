@@ -14,6 +14,8 @@
 """
 
 import dataclasses
+import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -57,6 +59,12 @@ class SquadData:
   def __len__(self) -> int:
     return sum(len(paragraph["qas"]) for article in self.articles
                for paragraph in article["paragraphs"])
+
+  @functools.cached_property
+  def sha256(self) -> str:
+    """SHA-256 of the file's bytes: what the windows cache and run records are keyed by."""
+    with open(self.path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
 
 
 def builtin_squad_file(split: str) -> str:

@@ -149,9 +149,7 @@ def load_features(data: squad_data.SquadData, tokenizer, settings: WindowSetting
   Returns:
     The windows.
   """
-  with open(data.path, "rb") as f:
-    file_sha256 = hashlib.sha256(f.read()).hexdigest()
-  key = dict(format_version=FORMAT_VERSION, file_sha256=file_sha256, training=training,
+  key = dict(format_version=FORMAT_VERSION, file_sha256=data.sha256, training=training,
              settings=dataclasses.asdict(settings), tokenizer=tokenizer.fingerprint)
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
   folder = os.path.join(cache_dir, f"{'train' if training else 'eval'}-{digest}")

@@ -10,19 +10,22 @@ official v1.1 metric (`squad.evaluate`). Written to `model_dir`:
   logits;
 * `eval_results.json`: `{"exact_match": ..., "f1": ...}` in percent, as the official
   `evaluate-v1.1.py` prints them;
-* `results.json`: those scores with the run's config, data sizes, parameter counts and times.
-  A run with it is finished: running it again returns it without training.
+* `results.json`: those scores with the run's config, data sizes, parameter counts and times;
+* `run.json`: what defines the run (data, base, settings); a rerun with others is refused.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import qa_export
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import parameter_summary
@@ -32,11 +35,11 @@ from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_tokenizer
 from keras_adapters.training import distribution
-from keras_adapters.training import sweep
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 
+TASK = "squad_v1.1"
 RESULTS_FILE = "results.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_FILE = "predictions.json"
@@ -94,10 +97,50 @@ def build_model(config: task_runner.RunConfig):
   return span_labeler.build_span_labeler(encoder)
 
 
+def run_definition(train: squad.SquadData, train_ids: Optional[List[str]],
+                   config: task_runner.RunConfig, squad_config: SquadConfig,
+                   base_fingerprint: str) -> Dict[str, Any]:
+  """What defines a run, recorded in its folder's `run.json`: the training data (file and
+  questions), the base encoder, and every setting that changes what is learnt."""
+  questions = train.question_ids if train_ids is None else train_ids
+  return dict(
+      task=TASK, train_file_sha256=train.sha256, train_questions=len(questions),
+      train_questions_sha256=_sha256(questions), base_fingerprint=base_fingerprint,
+      config={name: value for name, value in dataclasses.asdict(config).items()
+              if name not in task_runner.EXECUTION_FIELDS},
+      windows=dict(doc_stride=squad_config.doc_stride,
+                   max_query_length=squad_config.max_query_length))
+
+
+def check_run_dir(model_dir: str, definition: Mapping[str, Any]) -> None:
+  """Raises `task_runner.RunSettingsError` unless `model_dir` is new or holds this run."""
+  recorded = _read_json(os.path.join(model_dir, task_runner.RUN_FILE))
+  if recorded is None:
+    if tf.train.latest_checkpoint(model_dir) is not None:
+      raise task_runner.RunSettingsError(
+          f"{model_dir} holds checkpoints but no {task_runner.RUN_FILE} recording their "
+          "settings, so they cannot be resumed safely. Use a new model_dir.")
+    return
+  there, now = _flatten(recorded), _flatten(definition)
+  differences = [f"{name}={there.get(name)!r} there, {value!r} now"
+                 for name, value in now.items() if there.get(name) != value]
+  if differences:
+    raise task_runner.RunSettingsError(
+        f"{model_dir} holds a run with other settings: {'; '.join(differences)}. Use a new "
+        "model_dir for the new settings, or the recorded ones to resume or reuse that run.")
+
+
 def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.RunConfig,
               squad_config: SquadConfig, model_dir: str, *, feature_cache_dir: str,
               export_dir: Optional[str] = None, progress_bar: bool = True) -> Dict[str, Any]:
   """Trains on `train`, answers and scores `dev`, optionally exports; resumable.
+
+  Everything is checked before the first step: the settings, that the base encoder has
+  positions for `max_seq_length` and embeddings for the preprocessing model's vocabulary, that
+  `model_dir` holds no run with other settings, that the folders can be written. Rerunning
+  resumes an interrupted run; on a finished one nothing trains: it returns the recorded
+  results, after answering again (from the final checkpoint) if the evaluation questions or
+  the answer search changed, and exporting to an `export_dir` the results do not record.
 
   Args:
     train: Checked training data.
@@ -105,7 +148,7 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
     config: Model, optimiser and distribution settings; `max_seq_length` is the window
       length (`pooling` is not used: the span head reads every token).
     squad_config: Windows, answer search and data subsets.
-    model_dir: Folder of the checkpoints, logs, predictions and results.
+    model_dir: Folder of `run.json`, the checkpoints, logs, predictions and results.
     feature_cache_dir: Root of the cached windows, shared by runs on the same data.
     export_dir: If set, receives `saved_model/` (question and context strings in, answer
       out) and `adapters/` (the adapter-only artifact).
@@ -115,35 +158,43 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
     The results dict also written to `model_dir/results.json`.
 
   Raises:
-    sweep.ConfigMismatchError: `model_dir` holds a finished run of another configuration.
+    task_runner.RunSettingsError: `model_dir` holds a run with other settings.
+    ValueError: A setting the base or the preprocessing model cannot serve; the message
+      names the argument.
   """
+  base = hub_encoder.read_hub_encoder(config.hub_handle)
+  compatibility.check_seq_length(config.max_seq_length, base.config)
+  settings = squad_config.window_settings(config.max_seq_length)
+  tokenizer = squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle,
+                                                     encoder_config=base.config)
+  train_ids = squad.sample_question_ids(train, squad_config.max_train_examples)
+  definition = run_definition(train, train_ids, config, squad_config, base.fingerprint)
+  check_run_dir(model_dir, definition)
+  atomic_io.make_writable_dir(model_dir, "model_dir")
+  if export_dir:
+    atomic_io.make_writable_dir(export_dir, "export_dir")
+
+  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
+  is_chief = strategy.extended.should_checkpoint
+  if is_chief:
+    atomic_io.remove_leftovers(model_dir)
+    if not os.path.isfile(os.path.join(model_dir, task_runner.RUN_FILE)):
+      atomic_io.write_json(os.path.join(model_dir, task_runner.RUN_FILE), definition)
   results_path = os.path.join(model_dir, RESULTS_FILE)
-  if os.path.isfile(results_path):
-    with open(results_path, encoding="utf-8") as f:
-      results = json.load(f)
-    _check_recorded(results, config, squad_config, model_dir)
-    if export_dir and results.get("export_dir") != export_dir:
-      # Finished before this export was asked for: export its final weights.
-      model = build_model(config)
-      tf.train.Checkpoint(model=model).restore(
-          tf.train.latest_checkpoint(model_dir)).expect_partial()
-      export(model, squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle), config,
-             squad_config, export_dir)
-      results["export_dir"] = export_dir
-      atomic_io.write_json(results_path, results)
+  results = _read_json(results_path)
+  eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
+  evaluation = dict(eval_file_sha256=dev.sha256,
+                    eval_questions_sha256=_sha256(eval_ids or dev.question_ids),
+                    n_best_size=squad_config.n_best_size,
+                    max_answer_length=squad_config.max_answer_length)
+  to_evaluate = results is None or results.get("evaluation") != evaluation
+  to_export = bool(export_dir) and (results is None or results.get("export_dir") != export_dir)
+  if not to_evaluate and not to_export:
     return results
 
   start = time.time()
-  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
-  tokenizer = squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle)
-  settings = squad_config.window_settings(config.max_seq_length)
   train_features = squad_features.load_features(
-      train, tokenizer, settings, training=True, cache_dir=feature_cache_dir).select(
-          squad.sample_question_ids(train, squad_config.max_train_examples))
-  eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
-  eval_features = squad_features.load_features(
-      dev, tokenizer, settings, training=False, cache_dir=feature_cache_dir).select(eval_ids)
-
+      train, tokenizer, settings, training=True, cache_dir=feature_cache_dir).select(train_ids)
   # TPUs compile one program per shape: pad every batch to the window length there.
   static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
   steps_per_epoch = squad_features.num_training_batches(
@@ -162,19 +213,55 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
       weight_decay=config.weight_decay, strategy=strategy,
       checkpoint_every_steps=config.checkpoint_every_steps, seed=config.seed,
       log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar)
+  if results is not None and trainer.finished_result() is None:
+    raise ValueError(f"{model_dir} holds the results of a finished run but not its final "
+                     "checkpoint, so it cannot answer again or export. Use a new model_dir.")
   train_result = trainer.train()
   model = trainer.model
-  if model is None:  # Trained earlier; evaluation or the export did not finish.
+  if model is None:  # Finished earlier: restore the final weights.
     with strategy.scope():
       model = build_model(config)
     tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
+  if results is None:
+    summary = parameter_summary.parameter_summary(model)
+    results = dict(
+        task=TASK, config=dataclasses.asdict(config), squad=dataclasses.asdict(squad_config),
+        train_source=train.source, train_questions=len(set(train_features.question_ids)),
+        train_windows=len(train_features), num_train_steps=num_train_steps,
+        resumed_from_step=train_result.start_step, train_seconds=train_result.wall_time_s,
+        train_examples_per_second=train_result.examples_per_sec,
+        tokenizer=dict(vocab_file=tokenizer.vocab_file,
+                       do_lower_case=tokenizer.do_lower_case),
+        parameters=dict(trainable=summary.trainable, total=summary.total, base=summary.base,
+                        adapters=summary.adapters,
+                        trainable_percent_of_base=100.0 * summary.trainable / summary.base))
+  if to_evaluate:
+    eval_features = squad_features.load_features(
+        dev, tokenizer, settings, training=False, cache_dir=feature_cache_dir).select(eval_ids)
+    results.update(_evaluate(model, tokenizer, dev, eval_ids, eval_features, squad_config,
+                             model_dir if is_chief else None),
+                   squad=dataclasses.asdict(squad_config), evaluation=evaluation,
+                   feature_build_seconds=dict(train=train_features.build_seconds,
+                                              eval=eval_features.build_seconds))
+  if to_export:
+    export(model, tokenizer, config, squad_config, export_dir)
+    results["export_dir"] = export_dir
+  results["total_seconds"] = results.get("total_seconds", 0.0) + time.time() - start
+  if is_chief:
+    atomic_io.write_json(results_path, results)
+  return results
 
+
+def _evaluate(model, tokenizer, dev, eval_ids, eval_features, squad_config,
+              output_dir) -> Dict[str, Any]:
+  """Answers the evaluation questions and scores them; writes the official files to
+  `output_dir` (unless `None`); returns what the results record of it."""
   logging.info("Answering %d evaluation questions (%d windows)...",
                len(set(eval_features.question_ids)), len(eval_features))
-  eval_start = time.time()
+  start = time.time()
   start_logits, end_logits = squad_features.predict_logits(model, eval_features,
                                                            EVAL_BATCH_SIZE)
-  predict_seconds = time.time() - eval_start
+  predict_seconds = time.time() - start
   examples = squad_features.read_examples(dev, training=False)
   if eval_ids is not None:
     wanted = set(eval_ids)
@@ -184,34 +271,13 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
       do_lower_case=tokenizer.do_lower_case, n_best_size=squad_config.n_best_size,
       max_answer_length=squad_config.max_answer_length)
   scores = squad.evaluate(squad.filter_articles(dev.articles, eval_ids), predictions)
-  atomic_io.write_json(os.path.join(model_dir, PREDICTIONS_FILE), predictions)
-  atomic_io.write_json(os.path.join(model_dir, NBEST_FILE), nbest)
-  atomic_io.write_json(os.path.join(model_dir, EVAL_RESULTS_FILE), scores)
-
-  summary = parameter_summary.parameter_summary(model)
-  results = dict(
-      task="squad_v1.1", config=dataclasses.asdict(config),
-      squad=dataclasses.asdict(squad_config), metrics=scores,
-      train_source=train.source, eval_source=dev.source,
-      train_questions=len(set(train_features.question_ids)),
-      train_windows=len(train_features), eval_questions=len(examples),
-      eval_windows=len(eval_features), num_train_steps=num_train_steps,
-      resumed_from_step=train_result.start_step, train_seconds=train_result.wall_time_s,
-      train_examples_per_second=train_result.examples_per_sec,
-      eval_seconds=time.time() - eval_start,
-      eval_windows_per_second=len(eval_features) / max(predict_seconds, 1e-9),
-      feature_build_seconds=dict(train=train_features.build_seconds,
-                                 eval=eval_features.build_seconds),
-      tokenizer=dict(vocab_file=tokenizer.vocab_file, do_lower_case=tokenizer.do_lower_case),
-      parameters=dict(trainable=summary.trainable, total=summary.total, base=summary.base,
-                      adapters=summary.adapters,
-                      trainable_percent_of_base=100.0 * summary.trainable / summary.base))
-  if export_dir:
-    export(model, tokenizer, config, squad_config, export_dir)
-    results["export_dir"] = export_dir
-  results["total_seconds"] = time.time() - start
-  atomic_io.write_json(results_path, results)
-  return results
+  if output_dir:
+    atomic_io.write_json(os.path.join(output_dir, PREDICTIONS_FILE), predictions)
+    atomic_io.write_json(os.path.join(output_dir, NBEST_FILE), nbest)
+    atomic_io.write_json(os.path.join(output_dir, EVAL_RESULTS_FILE), scores)
+  return dict(metrics=scores, eval_source=dev.source, eval_questions=len(examples),
+              eval_windows=len(eval_features), eval_seconds=time.time() - start,
+              eval_windows_per_second=len(eval_features) / max(predict_seconds, 1e-9))
 
 
 def export(model, tokenizer, config: task_runner.RunConfig, squad_config: SquadConfig,
@@ -224,24 +290,33 @@ def export(model, tokenizer, config: task_runner.RunConfig, squad_config: SquadC
       n_best_size=squad_config.n_best_size, max_answer_length=squad_config.max_answer_length)
   saving.save_adapters(
       model, os.path.join(export_dir, "adapters"),
-      metadata=dict(task="squad_v1.1", head="span_labeler",
+      metadata=dict(task=TASK, head="span_labeler",
                     max_seq_length=config.max_seq_length, **{
                         name: getattr(squad_config, name) for name in (
                             "doc_stride", "max_query_length", "n_best_size",
                             "max_answer_length")}))
 
 
-def _check_recorded(results, config, squad_config, model_dir) -> None:
-  """Raises unless a finished run in `model_dir` was recorded with these configs."""
-  sweep.check_run_config(results, config, model_dir)
-  recorded = results["squad"]
-  changed = [f"{name} (recorded {recorded.get(name)!r}, asked {value!r})"
-             for name, value in dataclasses.asdict(squad_config).items()
-             if recorded.get(name) != value]
-  if changed:
-    raise sweep.ConfigMismatchError(
-        f"{model_dir} holds a finished run with other SQuAD settings: {'; '.join(changed)}. "
-        "Use a fresh model_dir for the new settings, or the old values to reuse the run.")
+def _flatten(record: Mapping[str, Any]) -> Dict[str, Any]:
+  """`{"a": {"b": 1}, "c": 2}` as `{"a.b": 1, "c": 2}`."""
+  flat = {}
+  for key, value in record.items():
+    if isinstance(value, dict):
+      flat.update({f"{key}.{name}": inner for name, inner in value.items()})
+    else:
+      flat[key] = value
+  return flat
+
+
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _sha256(question_ids: Sequence[str]) -> str:
+  return hashlib.sha256("\n".join(question_ids).encode("utf-8")).hexdigest()
 
 
 def results_markdown(table: Dict[str, Dict[str, Any]]) -> str:

@@ -14,12 +14,17 @@ from keras_adapters.models import saving
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
 from keras_adapters.tasks import squad_testing
-from keras_adapters.training import sweep
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 
 _SQUAD_CONFIG = squad_runner.SquadConfig(doc_stride=8, max_query_length=4,
                                          max_answer_length=5)
+
+
+def _no_training():
+  """Makes any training step fail the test."""
+  return mock.patch.object(trainer_lib.Trainer, "_train_loop",
+                           side_effect=AssertionError("trained again"))
 
 
 class RunSquadTest(tf.test.TestCase):
@@ -40,7 +45,7 @@ class RunSquadTest(tf.test.TestCase):
     # Trained and evaluated on the same four questions; exported by a second call, which
     # finds the run finished and must not train again.
     cls.results = cls.run_squad(cls.config, cls.model_dir)
-    with mock.patch.object(trainer_lib, "Trainer", side_effect=AssertionError("trained")):
+    with _no_training():
       cls.exported = cls.run_squad(cls.config, cls.model_dir, export_dir=cls.export_dir)
 
   @classmethod
@@ -99,18 +104,36 @@ class RunSquadTest(tf.test.TestCase):
     self.assertAllClose(restored(inputs, training=False), trained(inputs, training=False))
 
   def test_finished_run_is_exported_and_returned_without_training(self):
-    self.assertEqual(self.exported, dict(self.results, export_dir=self.export_dir))
-    with mock.patch.object(trainer_lib, "Trainer", side_effect=AssertionError("trained")):
+    self.assertEqual(self.exported, dict(self.results, export_dir=self.export_dir,
+                                         total_seconds=self.exported["total_seconds"]))
+    with _no_training():
       self.assertEqual(self.run_squad(self.config, self.model_dir, export_dir=self.export_dir),
                        self.exported)
 
-  def test_other_settings_in_a_finished_folder_are_refused(self):
-    with self.assertRaisesRegex(sweep.ConfigMismatchError, r"learning_rate"):
+  def test_other_questions_are_answered_again_without_training(self):
+    model_dir = os.path.join(self.root, "reanswered")
+    shutil.copytree(self.model_dir, model_dir)
+    with _no_training():
+      results = self.run_squad(self.config, model_dir,
+                               dataclasses.replace(_SQUAD_CONFIG, max_eval_examples=2))
+    self.assertEqual((results["eval_questions"], results["train_questions"]), (2, 4))
+    with open(os.path.join(model_dir, squad_runner.PREDICTIONS_FILE), encoding="utf-8") as f:
+      self.assertLen(json.load(f), 2)
+
+  def test_other_settings_in_a_run_folder_are_refused(self):
+    with self.assertRaisesRegex(task_runner.RunSettingsError,
+                                r"config.learning_rate=0.02 there, 0.001 now"):
       self.run_squad(dataclasses.replace(self.config, learning_rate=1e-3), self.model_dir)
-    with self.assertRaisesRegex(sweep.ConfigMismatchError, r"n_best_size \(recorded 20, "
-                                r"asked 5\)"):
+    with self.assertRaisesRegex(task_runner.RunSettingsError, r"train_questions=4 there, 2 now"):
       self.run_squad(self.config, self.model_dir,
-                     dataclasses.replace(_SQUAD_CONFIG, n_best_size=5))
+                     dataclasses.replace(_SQUAD_CONFIG, max_train_examples=2))
+
+  def test_window_longer_than_the_encoder_is_refused_before_training(self):
+    with self.assertRaisesRegex(ValueError, r"max_seq_length=64 is more than the base "
+                                r"encoder's 32 position embeddings"):
+      self.run_squad(dataclasses.replace(self.config, max_seq_length=64),
+                     os.path.join(self.root, "too_long"))
+    self.assertFalse(os.path.exists(os.path.join(self.root, "too_long")))
 
   def test_resumes_after_a_kill(self):
     config = dataclasses.replace(self.config, tuning="adapters", adapter_size=4, epochs=1.0,
@@ -127,6 +150,8 @@ class RunSquadTest(tf.test.TestCase):
         self.run_squad(config, model_dir)
     self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-1"))
     self.assertFalse(os.path.exists(os.path.join(model_dir, squad_runner.RESULTS_FILE)))
+    with self.assertRaisesRegex(task_runner.RunSettingsError, r"config.seed=0 there, 1 now"):
+      self.run_squad(dataclasses.replace(config, seed=1), model_dir)
     results = self.run_squad(config, model_dir)
     self.assertEqual((results["resumed_from_step"], results["num_train_steps"]), (1, 3))
     self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-3"))

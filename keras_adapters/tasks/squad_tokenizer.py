@@ -21,11 +21,13 @@ Every distinct string is tokenized once, in large batches through the SavedModel
 import hashlib
 import os
 import re
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Mapping, Optional
 
 from official.nlp.tools import tokenization
 import tensorflow as tf
 import tensorflow_hub as hub
+
+from keras_adapters.hub import compatibility
 
 # Strings per call of the SavedModel's `tokenize`.
 _BATCH = 20000
@@ -45,22 +47,25 @@ class PreprocessingTokenizer:
     fingerprint: SHA-256 of the vocab and the lower-casing: what the features depend on.
   """
 
-  def __init__(self, preprocess_handle: str):
+  def __init__(self, preprocess_handle: str,
+               encoder_config: Optional[Mapping[str, int]] = None):
     """Loads the preprocessing SavedModel and reads its vocab and lower-casing.
 
     Args:
       preprocess_handle: TF Hub handle or local path of a BERT preprocessing SavedModel
         with a `tokenize` signature and a wordpiece vocab asset.
+      encoder_config: The base encoder's architecture (`read_hub_encoder(...).config`), to
+        check that it has an embedding for every token id; `None` skips the check.
 
     Raises:
-      ValueError: The SavedModel has no wordpiece vocab asset, or its vocab does not match
-        what its `tokenize` returns.
+      FileNotFoundError: `preprocess_handle` is a path that does not exist.
+      ValueError: It is not a BERT preprocessing model for the encoder, has no wordpiece
+        vocab asset, or its vocab does not match what its `tokenize` returns.
     """
+    self._preprocessor = compatibility.load_preprocessor(preprocess_handle)
+    compatibility.check_preprocessor(self._preprocessor, encoder_config,
+                                     handle=os.fspath(preprocess_handle))
     path = hub.resolve(os.fspath(preprocess_handle))
-    self._preprocessor = tf.saved_model.load(path)
-    if not callable(getattr(self._preprocessor, "tokenize", None)):
-      raise ValueError(f"The SavedModel at {path!r} has no `tokenize`: pass a BERT "
-                       "preprocessing model (TF Hub's interface), not an encoder.")
     self.vocab_file = find_vocab_asset(path)
     self._ids = dict(tokenization.load_vocab(self.vocab_file))
     self.vocab = list(self._ids)

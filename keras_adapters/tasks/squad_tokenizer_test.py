@@ -40,8 +40,7 @@ class PreprocessingTokenizerTest(tf.test.TestCase):
     self.assertNotEqual(cased.fingerprint, self.uncased.fingerprint)
 
   def test_encoder_savedmodel_is_refused(self):
-    with self.assertRaisesRegex(ValueError, r"has no `tokenize`: pass a BERT preprocessing "
-                                r"model"):
+    with self.assertRaisesRegex(ValueError, r"is not a TF Hub BERT preprocessing model"):
       squad_tokenizer.PreprocessingTokenizer(testing.tiny_hub_handle())
 
   def test_savedmodel_without_a_vocab_asset(self):
