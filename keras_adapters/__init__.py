@@ -10,6 +10,7 @@ from keras_adapters.hub.adapter_artifact import PreprocessingConfig
 from keras_adapters.hub.default_model import default_hub_handle
 from keras_adapters.hub.default_model import default_preprocess_handle
 from keras_adapters.hub.multitask_export import export_multitask
+from keras_adapters.hub.qa_export import export_qa
 from keras_adapters.hub.task_export import export_task
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
 from keras_adapters.layers.adapter import Adapter
@@ -22,6 +23,7 @@ from keras_adapters.models.saving import export_task_from_artifact
 from keras_adapters.models.saving import load_adapters
 from keras_adapters.models.saving import load_task_model
 from keras_adapters.models.saving import save_adapters
+from keras_adapters.models.span_labeler import build_span_labeler
 from keras_adapters.models.tuning import TUNING_POLICIES
 from keras_adapters.networks.adapted_bert_encoder import AdaptedBertEncoder
 from keras_adapters.networks.adapted_bert_encoder import INPUT_KEYS

