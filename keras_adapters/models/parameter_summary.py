@@ -64,7 +64,10 @@ def parameter_summary(model):
   encoders = [m for m in modules if isinstance(m, adapted_bert_encoder.AdaptedBertEncoder)]
   adapter_sizes = tuple(_count(a.weights) for a in adapters)
   total = _count(model.weights)
-  base = (sum(_count(e.weights) for e in encoders) - sum(adapter_sizes)) if encoders else total
+  # Adapter sets added to an `AdaptedBert` live beside its encoder, not inside it.
+  adapter_weights = {id(w) for a in adapters for w in a.weights}
+  base = sum(_count([w for w in e.weights if id(w) not in adapter_weights])
+             for e in encoders) if encoders else total
   return ParameterSummary(trainable=_count(model.trainable_weights), total=total, base=base,
                           adapter_sizes=adapter_sizes)
 

@@ -10,6 +10,7 @@ import tf_keras as keras
 
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
 
@@ -52,6 +53,13 @@ class ParameterSummaryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(self.summary.base, _BASE)
     self.assertEqual(self.summary.adapter_sizes, (148,) * 4)
     self.assertEqual(self.summary.adapters, _ADAPTERS)
+
+  def test_added_adapter_sets_do_not_shrink_the_base(self):
+    encoder = adapted_bert.AdaptedBert(self.handle, adapter_size=_M)
+    encoder.add_adapter("second", adapter_config.AdapterConfig(adapter_size=_M))
+    summary = parameter_summary.parameter_summary(encoder)
+    self.assertEqual(summary.base, _BASE)
+    self.assertEqual(summary.adapter_sizes, (148,) * 8)
 
   def test_trainable_percent(self):
     """trainable_percent = 100 * trainable / total."""
