@@ -352,18 +352,18 @@ def postprocess(examples: Sequence[squad_lib.SquadExample], features: SquadFeatu
   """
   position = {example.qas_id: index for index, example in enumerate(examples)}
   input_features, results = [], []
-  for window, question_id in enumerate(features.question_ids):
+  # Whole columns at once: indexing a RaggedTensor window by window is an op per window.
+  columns = zip(features.question_ids, features.input_ids.to_list(),
+                features.token_to_orig.to_list(), features.token_is_max_context.to_list())
+  for window, (question_id, ids, to_orig, max_context) in enumerate(columns):
     if question_id not in position:
       continue
-    ids = features.input_ids[window].numpy()
-    to_orig = features.token_to_orig[window].numpy()
-    max_context = features.token_is_max_context[window].numpy()
-    context = np.flatnonzero(to_orig >= 0)
+    context = [i for i, word in enumerate(to_orig) if word >= 0]
     input_features.append(squad_lib.InputFeatures(
         unique_id=window, example_index=position[question_id], doc_span_index=None,
         tokens=[vocab[i] for i in ids],
-        token_to_orig_map={int(i): int(to_orig[i]) for i in context},
-        token_is_max_context={int(i): bool(max_context[i]) for i in context},
+        token_to_orig_map={i: to_orig[i] for i in context},
+        token_is_max_context={i: bool(max_context[i]) for i in context},
         input_ids=None, input_mask=None, segment_ids=None))
     results.append(RawResult(unique_id=window, start_logits=start_logits[window].tolist(),
                              end_logits=end_logits[window].tolist()))
