@@ -299,11 +299,13 @@ def training_dataset(features: SquadFeatures, *, batch_size: int, seed: int,
   if static_shapes:
     shapes = ({key: [max_seq_length] for key in ("input_word_ids", "input_mask",
                                                  "input_type_ids")}, [2])
-    return dataset.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=True)
-  boundaries = bucket_boundaries(max_seq_length)
-  return dataset.bucket_by_sequence_length(
-      lambda inputs, labels: tf.shape(inputs["input_word_ids"])[0], boundaries,
-      [batch_size] * (len(boundaries) + 1)).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=True)
+  else:
+    boundaries = bucket_boundaries(max_seq_length)
+    dataset = dataset.bucket_by_sequence_length(
+        lambda inputs, labels: tf.shape(inputs["input_word_ids"])[0], boundaries,
+        [batch_size] * (len(boundaries) + 1))
+  return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def predict_logits(model, features: SquadFeatures, batch_size: int = 64
