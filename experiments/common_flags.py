@@ -1,5 +1,7 @@
 """Flags shared by the experiment scripts; each names a `RunConfig` field."""
 
+import math
+
 from absl import flags
 
 # Before TensorFlow loads (see cli).
@@ -41,6 +43,36 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
   flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
                     "tf.distribute strategy.")
   flags.DEFINE_string("tpu", None, "TPU name or address ('local' for a TPU VM).")
+
+
+def validate_number_list(name, parse, minimum, example):
+  """Makes absl refuse a list flag `--name` unless every item is a number `parse` reads (int
+  or float), finite, at least `minimum` and given once; so `--seeds=abc` is a usage error."""
+  def valid(values):
+    try:
+      numbers = [parse(value) for value in values]
+    except ValueError:
+      return False
+    return (bool(numbers) and len(set(numbers)) == len(numbers)
+            and all(math.isfinite(n) and n >= minimum for n in numbers))
+  kind = "whole numbers" if parse is int else "finite numbers"
+  flags.register_validator(
+      name, valid, message=f"give comma-separated {kind} of at least {minimum:g}, each once, "
+      f"e.g. --{name}={example}.")
+
+
+def check_base(config):
+  """Raises a `ValueError` naming the flag if the base cannot serve `config`: a
+  `--max_seq_length` above its position embeddings, a `--preprocess_handle` that is no
+  preprocessing model or makes ids beyond its vocabulary. Checked before any data is read."""
+  # Imported here: reading a handle loads TensorFlow Hub.
+  from keras_adapters.hub import compatibility  # pylint: disable=g-import-not-at-top
+  from keras_adapters.hub import hub_encoder  # pylint: disable=g-import-not-at-top
+  encoder_config = hub_encoder.read_hub_encoder(config.hub_handle).config
+  compatibility.check_seq_length(config.max_seq_length, encoder_config)
+  compatibility.check_preprocessor(
+      compatibility.load_preprocessor(config.preprocess_handle), encoder_config,
+      handle=config.preprocess_handle)
 
 
 def create_strategy():

@@ -15,6 +15,7 @@ runs the floor alone (a minute or two). The task flags and the training subset
 like; --max_train_examples=0 trains on the whole training split, as the paper did.
 """
 
+import math
 import os
 
 from absl import app
@@ -65,8 +66,9 @@ def main(argv):
   unknown = sorted(set(FLAGS.methods) - set(_METHODS))
   if unknown or not FLAGS.methods:
     raise app.UsageError(f"--methods must name some of {list(_METHODS)}, got {FLAGS.methods}.")
-  if FLAGS.max_trials < 1 or FLAGS.max_epochs <= 0:
-    raise app.UsageError("--max_trials must be at least 1 and --max_epochs positive.")
+  if FLAGS.max_trials < 1 or not 0 < FLAGS.max_epochs < math.inf:
+    raise app.UsageError(f"--max_trials={FLAGS.max_trials} --max_epochs={FLAGS.max_epochs}: "
+                         "--max_trials must be at least 1 and --max_epochs positive and finite.")
   model_dir = FLAGS.model_dir or os.path.join("runs", "automl", task_flags.task_name())
   spec, splits = task_flags.load_splits(model_dir, FLAGS.max_train_examples)
   results_dir = FLAGS.results_dir or os.path.join("results", spec.name)

@@ -28,12 +28,14 @@ from experiments import task_flags
 from keras_adapters.hub import hub_encoder
 from keras_adapters.training import method_comparison
 from keras_adapters.training import task_runner
+from keras_adapters.utils import atomic_io
 
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
 flags.DEFINE_list("methods", None,
                   f"Compare these methods ({', '.join(method_comparison.METHODS)}) over "
                   "--seeds and write a results table, instead of one run set by --tuning.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
+common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 flags.DEFINE_string("model_dir", "runs/classification",
                     "Folder of checkpoints, logs and results; rerunning resumes.")
 flags.DEFINE_string("results_dir", None,
@@ -58,8 +60,11 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"Unknown --methods {unknown}; choose from "
                          f"{sorted(method_comparison.METHODS)}.")
-  spec, splits = load_splits()
   config = common_flags.run_config_from_flags(**({"epochs": 20.0} if FLAGS.full else {}))
+  common_flags.check_base(config)
+  # Before anything is written there (a --data_path task's split manifest).
+  atomic_io.make_writable_dir(FLAGS.model_dir, "model_dir")
+  spec, splits = load_splits()
   print(f"{spec.name}: {', '.join(f'{k} {len(v):,}' for k, v in splits.items())} examples; "
         f"classes {list(spec.label_names)}")
 
@@ -68,8 +73,8 @@ def main(argv):
     results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
     # The table reports the test split; validation is only for choosing settings.
     summary = method_comparison.compare_methods(
-        spec, dict(train=splits["train"], test=splits["test"]), config, FLAGS.methods, [int(s) for s in FLAGS.seeds], FLAGS.model_dir,
-        results_dir, num_layers)
+        spec, dict(train=splits["train"], test=splits["test"]), config, FLAGS.methods,
+        [int(seed) for seed in FLAGS.seeds], FLAGS.model_dir, results_dir, num_layers)
     print(method_comparison.markdown_table(summary))
     print(f"Written: {results_dir}/comparison.json and comparison.md")
     return

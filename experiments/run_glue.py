@@ -27,7 +27,6 @@ and `glue_results.md`, the validation scores of every task run into this --model
 
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
@@ -66,8 +65,12 @@ flags.DEFINE_list("sweep_seeds", ["0", "1", "2"],
                   "Sweep seeds; a setting's score is its mean over them.")
 flags.DEFINE_integer("max_train_examples", 0,
                      "Train on a fixed subset of this many training examples (0 = all), for "
-                     "quick runs.")
+                     "quick runs.", lower_bound=0)
 common_flags.define_run_flags()
+common_flags.validate_number_list("sweep_learning_rates", float, 0, "3e-4,3e-3")
+common_flags.validate_number_list("sweep_epochs", float, 0, "3,20")
+common_flags.validate_number_list("sweep_adapter_sizes", int, 1, "8,64")
+common_flags.validate_number_list("sweep_seeds", int, 0, "0,1,2")
 flags.mark_flag_as_required("task")
 
 FLAGS = flags.FLAGS
@@ -98,22 +101,14 @@ def _tasks():
   return list(dict.fromkeys(tasks))
 
 
-def _sweep_values(flag_name, parse):
-  try:
-    return [parse(value) for value in FLAGS[flag_name].value]
-  except ValueError:
-    raise app.UsageError(f"--{flag_name}={','.join(FLAGS[flag_name].value)}: give "
-                         f"comma-separated {parse.__name__} values.") from None
-
-
 def _sweep_grid():
-  """The grid of the --sweep_* flags, in the order of the trial names."""
-  grid = dict(learning_rate=_sweep_values("sweep_learning_rates", float),
-              epochs=_sweep_values("sweep_epochs", float))
+  """The grid of the --sweep_* flags (checked when parsed), in the order of the trial names."""
+  grid = dict(learning_rate=[float(value) for value in FLAGS.sweep_learning_rates],
+              epochs=[float(value) for value in FLAGS.sweep_epochs])
   # Other tunings have no adapters: their adapter size is not a dimension.
   if FLAGS.tuning == "adapters":
-    grid["adapter_size"] = _sweep_values("sweep_adapter_sizes", int)
-  grid["seed"] = _sweep_values("sweep_seeds", int)
+    grid["adapter_size"] = [int(value) for value in FLAGS.sweep_adapter_sizes]
+  grid["seed"] = [int(value) for value in FLAGS.sweep_seeds]
   return grid
 
 
@@ -145,12 +140,11 @@ def _load_all(tasks):
   """Reads every task before any trains, so a missing file cannot end a long run midway."""
   try:
     return {task: load_splits(task) for task in tasks}
-  except (FileNotFoundError, ValueError) as e:
-    message = f"run_glue.py: error: {e}"
-    if FLAGS.data_dir and isinstance(e, FileNotFoundError):
-      message += (" With run_glue.py, a prepared TFDS copy is read with --tfds_data_dir "
-                  "instead of --data_dir.")
-    sys.exit(message)
+  except FileNotFoundError as e:
+    if not FLAGS.data_dir:
+      raise
+    raise FileNotFoundError(f"{e} With run_glue.py, a prepared TFDS copy is read with "
+                            "--tfds_data_dir instead of --data_dir.") from None
 
 
 def run_glue_task(task, splits, config, grid):
@@ -163,13 +157,8 @@ def run_glue_task(task, splits, config, grid):
                              export_best_dir=export_dir)
     return result.best, result.summary["choice"]["trial"]
   run_dir = os.path.join(task_dir, "run")
-  results = task_runner.run_task(spec, splits, config, run_dir, export_dir=export_dir)
-  sweep.check_run_config(results, config, run_dir)
-  if export_dir and results.get("export_dir") != export_dir:
-    # The run had finished before this export was asked for.
-    results = sweep.rerun_finished(spec, splits, config, run_dir,
-                                   os.path.join(task_dir, "run_export"), export_dir)
-  return results, None
+  # A finished run exports from its final checkpoint when an export is asked for later.
+  return task_runner.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
 
 
 def write_submission(task, predictions):
@@ -215,17 +204,12 @@ def main(argv):
         "https://github.com/nyu-mll/GLUE-baselines: python download_glue_data.py "
         "--data_dir=glue_data --tasks=all) and --tfds_data_dir (a TFDS data_dir where `tfds "
         "build glue` ran).")
-  if FLAGS.max_train_examples < 0:
-    raise app.UsageError(f"--max_train_examples={FLAGS.max_train_examples}: give 0 (all) or "
-                         "a positive number.")
   tasks = _tasks()
   grid = _sweep_grid() if FLAGS.sweep else None
-  try:
-    config = common_flags.run_config_from_flags()
-    if grid:
-      sweep.expand_grid(config, grid)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  config = common_flags.run_config_from_flags()
+  if grid:
+    sweep.expand_grid(config, grid)
+  common_flags.check_base(config)
   data = _load_all(tasks)
 
   results_path = os.path.join(FLAGS.model_dir, RESULTS_JSON)
@@ -236,10 +220,7 @@ def main(argv):
   for task, splits in data.items():
     print(f"{task}: {', '.join(f'{name} {len(split):,}' for name, split in splits.items())} "
           "examples")
-    try:
-      results, trial = run_glue_task(task, splits, config, grid)
-    except sweep.ConfigMismatchError as e:
-      sys.exit(f"run_glue.py: error: {e}")
+    results, trial = run_glue_task(task, splits, config, grid)
     submission = write_submission(task, results["predictions"])
     for split, values in results["metrics"].items():
       print(f"{task} {split}: {_scores(task, values)}")

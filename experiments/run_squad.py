@@ -167,6 +167,7 @@ def main(argv):
                          f"{sorted(method_comparison.METHODS)}.")
   overrides = {"epochs": FULL_EPOCHS} if FLAGS.full and not FLAGS["epochs"].present else {}
   config = common_flags.run_config_from_flags(**overrides)
+  common_flags.check_base(config)
   squad_config = _squad_config()
   squad_config.window_settings(config.max_seq_length)
   train, dev = load_data()

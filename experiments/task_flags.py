@@ -21,12 +21,17 @@ flags.DEFINE_string("task", "airline",
 flags.DEFINE_string("data_path", None, "CSV/TSV/JSONL file or folder-per-class tree.")
 flags.DEFINE_string("text_column", "text", "Text column of --data_path.")
 flags.DEFINE_string("label_column", "label", "Label column of --data_path.")
-flags.DEFINE_string("encoding", "utf-8", "Encoding of --data_path.")
+flags.DEFINE_list("encoding", ["utf-8"],
+                  "Encoding of --data_path; several, comma-separated, are tried in order for "
+                  "each file (e.g. utf-8,latin-1).")
+flags.DEFINE_bool("drop_empty", False,
+                  "Drop examples of --data_path whose text is empty instead of stopping.")
 flags.DEFINE_string("split_manifest", None,
                     "Where the train/validation/test split is recorded; default: "
                     "experiments/splits/<task>.json for built-in tasks, else in --model_dir.")
 flags.DEFINE_integer("max_train_examples", 2000,
-                     "Train on a seeded subset of this many training examples (0 = all).")
+                     "Train on a seeded subset of this many training examples (0 = all).",
+                     lower_bound=0)
 
 FLAGS = flags.FLAGS
 
@@ -51,7 +56,7 @@ def load_splits(model_dir, max_train_examples):
   if FLAGS.data_path:
     spec, examples = text_classification.read_text_classification(
         FLAGS.data_path, text_column=FLAGS.text_column, label_column=FLAGS.label_column,
-        encoding=FLAGS.encoding, name=task_name())
+        encoding=FLAGS.encoding, name=task_name(), drop_empty=FLAGS.drop_empty)
     manifest = FLAGS.split_manifest or os.path.join(model_dir, "split.json")
   else:
     spec, examples = builtin_datasets.load_builtin_task(FLAGS.task)

@@ -200,7 +200,7 @@ class RunGlueTest(tf.test.TestCase):
     model_dir = os.path.join(self.root, "missing_runs")
     process = _run_script(f"--data_dir={data_dir}", f"--model_dir={model_dir}",
                           *self.model_flags, "--task=cola,rte")
-    self.assertEqual(process.returncode, 1)
+    self.assertEqual(process.returncode, 2)
     self.assertNotIn("Traceback", process.stderr)
     message = process.stderr.strip().splitlines()[-1]
     self.assertStartsWith(message, "run_glue.py: error: There is no folder "

@@ -164,9 +164,9 @@ def run_task(spec: examples_lib.TaskSpec,
   compatibility.check_preprocessor(preprocessor, base.config, handle=config.preprocess_handle)
   definition = run_definition(spec, splits["train"], config, base.fingerprint)
   _check_definition(model_dir, definition)
-  atomic_io.make_writable_dir(model_dir, "model_dir")
   if export_dir:
     _check_export_dir(export_dir)
+  atomic_io.make_writable_dir(model_dir, "model_dir")
 
   strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
   is_chief = strategy.extended.should_checkpoint
@@ -212,8 +212,8 @@ def run_task(spec: examples_lib.TaskSpec,
   if results is not None and trainer.finished_result() is None:
     raise ValueError(
         f"{model_dir} holds the results of a finished run but not its final checkpoint, so "
-        "it cannot score new splits or export. Use a new model_dir, or pass the splits and "
-        "export_dir it was run with.")
+        "it cannot score new splits or export. Use a new model_dir=<folder>, or pass the "
+        "splits and export_dir it was run with.")
   start = time.time()
   train_result = trainer.train()
   model = trainer.model
@@ -355,14 +355,15 @@ def _check_definition(model_dir: str, definition: Mapping[str, Any]) -> None:
     elif tf.train.latest_checkpoint(model_dir) is not None:
       raise RunSettingsError(
           f"{model_dir} holds checkpoints but no {RUN_FILE} recording their settings, so they "
-          "cannot be resumed safely. Use a new model_dir.")
+          "cannot be resumed safely. Use a new model_dir=<folder>.")
     else:
       return
   differences = _differences(recorded, definition)
   if differences:
     raise RunSettingsError(
         f"{model_dir} holds a run with other settings: {'; '.join(differences)}. Use a new "
-        "model_dir for the new settings, or the recorded ones to resume or reuse that run.")
+        "model_dir=<folder> for the new settings, or the recorded ones to resume or reuse "
+        "that run.")
 
 
 def _differences(recorded: Mapping[str, Any], asked: Mapping[str, Any]) -> List[str]:
@@ -371,7 +372,8 @@ def _differences(recorded: Mapping[str, Any], asked: Mapping[str, Any]) -> List[
   differences = []
   for name in ("task", "text_fields", "label_names"):
     if recorded.get(name) != asked[name]:
-      differences.append(f"{name}={recorded.get(name)!r} there, {name}={asked[name]!r} now")
+      differences.append(f"{name.replace('_', ' ')} {recorded.get(name)!r} there, "
+                         f"{asked[name]!r} now")
   if (recorded.get("train_examples"), recorded.get("train_fingerprint")) != (
       asked["train_examples"], asked["train_fingerprint"]):
     differences.append(

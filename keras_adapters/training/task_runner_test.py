@@ -21,20 +21,13 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.training import task_runner
+from keras_adapters.training import testing as training_testing
 from keras_adapters.training import trainer as trainer_lib
 
-_SEQ_LENGTH = 16
-_LABEL_NAMES = ("red", "green", "blue")
-# Class c uses only words of group c, so the label is learnable from the tokens.
-_GROUPS = [testing.TINY_WORDS[i * 20:(i + 1) * 20] for i in range(3)]
-
-
-def _classification_examples(count, seed, labelled=True, prefix="x"):
-  rng = np.random.default_rng(seed)
-  labels = np.arange(count, dtype=np.int32) % 3
-  texts = [" ".join(rng.choice(_GROUPS[label], size=rng.integers(3, 7))) for label in labels]
-  return examples_lib.TextExamples(ids=[f"{prefix}{i}" for i in range(count)], texts=(texts,),
-                                   labels=labels if labelled else None)
+_SEQ_LENGTH = training_testing.SEQ_LENGTH
+_LABEL_NAMES = training_testing.LABEL_NAMES
+_GROUPS = training_testing.WORD_GROUPS
+_classification_examples = training_testing.examples
 
 
 def _regression_examples(count, seed):

@@ -347,12 +347,12 @@ class Trainer:
         continue
       except (AssertionError, ValueError) as e:
         raise ValueError(f"The checkpoint {path} does not match this model and optimiser "
-                         f"({e}). Use a fresh model_dir for a different model.") from e
+                         f"({e}). Use a new model_dir=<folder> for a different model.") from e
       break
     else:
       raise ValueError(
           f"None of the checkpoints in {self._model_dir} can be read "
-          f"({', '.join(os.path.basename(p) for p in candidates)}). Use a fresh model_dir, "
+          f"({', '.join(os.path.basename(p) for p in candidates)}). Use a new model_dir=<folder>, "
           "or delete the checkpoints there to train from the start.")
     if unreadable:
       logging.warning("Resuming from %s instead of the unreadable %s.", path,
@@ -363,7 +363,7 @@ class Trainer:
     step = int(self._step.numpy())
     if step > self._num_train_steps:
       raise ValueError(f"{path} is at step {step}, past num_train_steps="
-                       f"{self._num_train_steps}: use a fresh model_dir.")
+                       f"{self._num_train_steps}: use a new model_dir=<folder>.")
     logging.info("Resuming from %s at step %d.", path, step)
     return step
 

@@ -240,7 +240,7 @@ class TrainerTest(tf.test.TestCase):
     for path in glob.glob(os.path.join(model_dir, "ckpt-*.index")):
       with open(path, "r+b") as f:
         f.truncate(10)
-    with self.assertRaisesRegex(ValueError, "None of the checkpoints .* can be read.*fresh"):
+    with self.assertRaisesRegex(ValueError, "None of the checkpoints .* can be read.*new model_dir="):
       _make_trainer(model_dir, num_train_steps=_NUM_STEPS + 1).train()
 
   def test_save_leftovers_are_deleted(self):
@@ -289,7 +289,7 @@ class TrainerTest(tf.test.TestCase):
     def other_model_fn():
       inputs = keras.Input((4,))
       return keras.Model(inputs, keras.layers.Dense(3, name="head")(inputs))
-    with self.assertRaisesRegex(ValueError, "does not match this model.*fresh model_dir"):
+    with self.assertRaisesRegex(ValueError, "does not match this model.*new model_dir=<folder>"):
       _make_trainer(model_dir, model_fn=other_model_fn).train()
     with self.assertRaisesRegex(ValueError, "past num_train_steps=1"):
       _make_trainer(model_dir, num_train_steps=1, warmup_fraction=0.0).train()

@@ -1,0 +1,86 @@
+"""Values the base encoder cannot serve are refused up front, against its own configuration:
+a sequence length above its position embeddings (in `run_task` and `export_task`), a
+preprocessing model that is none or whose token ids run past the encoder's vocabulary.
+
+The tiny random encoder has 32 position embeddings and 64 token embeddings.
+"""
+
+import os
+
+import tensorflow as tf
+
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import task_export
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.training import task_runner
+from keras_adapters.training import testing
+
+_POSITIONS = hub_testing.TINY_CONFIG["max_sequence_length"]
+
+
+class BaseLimitsTest(tf.test.TestCase):
+
+  def test_sequence_length_is_checked_against_the_position_embeddings(self):
+    config = hub_testing.TINY_CONFIG
+    compatibility.check_seq_length(_POSITIONS, config)
+    with self.assertRaisesRegex(ValueError,
+                                "max_seq_length=33 is more than the base encoder's 32 position "
+                                "embeddings: give max_seq_length=32 or less."):
+      compatibility.check_seq_length(33, config)
+    for bad in (1, 16.0, True, "64"):
+      with self.assertRaisesRegex(ValueError, f"seq_length={bad!r}: give a whole number"):
+        compatibility.check_seq_length(bad, config, argument="seq_length")
+
+  def test_run_task_refuses_before_writing_anything(self):
+    spec, splits = testing.colour_task()
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    with self.assertRaisesRegex(ValueError, "max_seq_length=40 is more than the base "
+                                "encoder's 32 position embeddings"):
+      task_runner.run_task(spec, splits, testing.run_config(max_seq_length=40), model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+
+  def test_export_task_refuses_a_length_the_encoder_cannot_serve(self):
+    model = classifier.build_classifier(
+        adapted_bert.AdaptedBert(hub_testing.tiny_hub_handle(), adapter_size=4), 3)
+    export_dir = os.path.join(self.create_tempdir().full_path, "saved_model")
+    with self.assertRaisesRegex(ValueError, "seq_length=512 is more than the base encoder's 32"):
+      task_export.export_task(model, hub_testing.tiny_preprocessor(), export_dir,
+                              seq_length=512, label_names=["a", "b", "c"])
+    self.assertFalse(os.path.exists(export_dir))
+
+  def test_a_preprocessing_handle_that_is_no_preprocessing_model(self):
+    """The encoder's own folder passed as the preprocessing model: refused by name."""
+    handle = hub_testing.tiny_hub_handle()
+    with self.assertRaisesRegex(ValueError, f"preprocess_handle='{handle}' is not a TF Hub BERT "
+                                "preprocessing model: it has no tokenize or bert_pack_inputs"):
+      compatibility.load_preprocessor(handle)
+    with self.assertRaisesRegex(FileNotFoundError, "preprocess_handle='/nowhere' does not "
+                                "exist"):
+      compatibility.load_preprocessor("/nowhere")
+    empty = self.create_tempdir().full_path
+    with self.assertRaisesRegex(ValueError, "cannot be loaded as a SavedModel"):
+      compatibility.load_preprocessor(empty)
+
+  def test_token_ids_beyond_the_vocabulary_are_refused(self):
+    """A preprocessing model of a 100-wordpiece vocab for a 64-embedding encoder."""
+    root = self.create_tempdir().full_path
+    vocab = os.path.join(root, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+      f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(96)]))
+    handle = preprocessing.build_preprocessing_savedmodel(
+        vocab, os.path.join(root, "preprocess"), default_seq_length=16)
+    spec, splits = testing.colour_task()
+    model_dir = os.path.join(root, "run")
+    with self.assertRaisesRegex(ValueError, "makes token ids up to 99, but the base encoder has "
+                                "64 token embeddings: ids from 64 on have none. Pass the "
+                                "preprocessing model built from the encoder's own vocabulary"):
+      task_runner.run_task(spec, splits, testing.run_config(preprocess_handle=handle),
+                           model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,159 @@
+"""Every CLI of experiments/ ends a user error with one line naming the flag, exit status 2;
+a failed run with one line and a hint, status 1; `--verbose` shows the traceback.
+
+The scripts run in subprocesses, as a user runs them, on the tiny random encoder and two
+small CSV files; several run at once. One run trains (3 steps); the reruns into its folder
+check that another task or setting is refused and that a later export happens.
+"""
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.training import testing
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(script, *args):
+  # As a user's shell runs it: without the test process's TensorFlow log level.
+  env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+  return subprocess.run([sys.executable, os.path.join("experiments", script), *args],
+                        cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
+
+
+class CliErrorsTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "cli_errors_test")
+    shutil.rmtree(root, ignore_errors=True)
+    encoder = hub_testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
+    preprocess = preprocessing.build_preprocessing_savedmodel(
+        hub_testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
+        os.path.join(root, "preprocess"), default_seq_length=testing.SEQ_LENGTH)
+    reviews = testing.write_csv(os.path.join(root, "reviews.csv"))
+    topics = testing.write_csv(os.path.join(root, "topics.csv"), seed=1,
+                               labels=("politics", "sport"))
+    cls.model_flags = [f"--hub_handle={encoder}", f"--preprocess_handle={preprocess}",
+                       f"--max_seq_length={testing.SEQ_LENGTH}", "--adapter_size=4",
+                       "--epochs=1", "--batch_size=8", "--max_train_examples=0"]
+
+    def classify(name, data_path, *args):
+      return _run("run_classification.py", f"--data_path={data_path}", "--text_column=review",
+                  "--label_column=sentiment", f"--model_dir={os.path.join(root, name)}",
+                  f"--split_manifest={os.path.join(root, name + '_split.json')}",
+                  *cls.model_flags, *args)
+
+    def rerun_sequence():
+      """A run, then reruns into its folder: another task, another setting, an export."""
+      first = classify("run", reviews)
+      return dict(first=first,
+                  other_task=_run("run_classification.py", f"--data_path={topics}",
+                                  "--text_column=review", "--label_column=sentiment",
+                                  f"--model_dir={os.path.join(root, 'run')}",
+                                  f"--split_manifest={os.path.join(root, 'topics_split.json')}",
+                                  *cls.model_flags),
+                  other_epochs=classify("run", reviews, "--epochs=2"),
+                  export=classify("run", reviews,
+                                  f"--export_dir={os.path.join(root, 'later_export')}"))
+
+    commands = dict(
+        negative_subset=lambda: _run("run_classification.py", "--max_train_examples=-5"),
+        bad_seeds=lambda: _run("run_classification.py", "--methods=adapters", "--seeds=abc"),
+        too_long=lambda: classify("too_long", reviews, "--max_seq_length=40"),
+        diverged=lambda: classify("diverged", reviews, "--learning_rate=1e6"),
+        verbose=lambda: _run("run_classification.py", "--epochs=nan", "--verbose"),
+        glue=lambda: _run("run_glue.py", "--task=cola", f"--data_dir={root}", "--epochs=inf"),
+        squad=lambda: _run("run_squad.py", "--learning_rate=nan"),
+        automl=lambda: _run("run_automl.py", "--max_train_examples=-5"),
+        multitask=lambda: _run("export_multitask.py", "--tasks=reviews=/nowhere"),
+        reruns=rerun_sequence)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+      futures = {name: pool.submit(command) for name, command in commands.items()}
+    cls.results = {name: future.result() for name, future in futures.items()}
+
+  def assertOneLineError(self, process, status, line):
+    self.assertEqual(process.returncode, status, process.stderr[-3000:])
+    self.assertEqual(process.stderr.strip().splitlines(), [line])
+
+  def test_bad_flag_values_are_usage_errors_naming_the_flag(self):
+    self.assertOneLineError(self.results["negative_subset"], 2,
+                            "run_classification.py: error: --max_train_examples=-5: -5 is not "
+                            "a non-negative integer")
+    self.assertOneLineError(self.results["bad_seeds"], 2,
+                            "run_classification.py: error: --seeds=abc: give "
+                            "comma-separated whole numbers of at least 0, each once, e.g. "
+                            "--seeds=0,1,2.")
+    self.assertOneLineError(self.results["too_long"], 2,
+                            "run_classification.py: error: --max_seq_length=40 is more than the "
+                            "base encoder's 32 position embeddings: give --max_seq_length=32 "
+                            "or less.")
+    self.assertFalse(os.path.exists(os.path.join(self.root, "too_long")))
+
+  def test_every_cli_ends_an_error_with_one_line(self):
+    self.assertOneLineError(self.results["glue"], 2,
+                            "run_glue.py: error: --epochs=inf: must be positive and finite.")
+    self.assertOneLineError(self.results["squad"], 2,
+                            "run_squad.py: error: --learning_rate=nan: must be positive and "
+                            "finite.")
+    self.assertOneLineError(self.results["automl"], 2,
+                            "run_automl.py: error: --max_train_examples=-5: -5 is not a "
+                            "non-negative integer")
+    self.assertOneLineError(self.results["multitask"], 2,
+                            "export_multitask.py: error: No adapter artifact at '/nowhere': "
+                            "adapter_config.json is missing. Pass a folder written by "
+                            "save_adapters().")
+
+  def test_a_failed_run_is_status_1_and_verbose_shows_the_traceback(self):
+    diverged = self.results["diverged"]
+    self.assertEqual(diverged.returncode, 1, diverged.stderr[-3000:])
+    lines = diverged.stderr.strip().splitlines()
+    self.assertLen(lines, 2, diverged.stderr)
+    message, hint = lines
+    self.assertStartsWith(message, "run_classification.py: error: Training diverged at step ")
+    self.assertEqual(hint, "Rerun with --verbose for the traceback.")
+    self.assertIn("Lower the learning rate (now --learning_rate=1e+06) and train again in a "
+                  "new --model_dir=<folder>", diverged.stderr)
+    self.assertFalse(os.path.exists(os.path.join(self.root, "diverged", "results.json")))
+    verbose = self.results["verbose"]
+    self.assertNotEqual(verbose.returncode, 0)
+    self.assertIn("Traceback (most recent call last)", verbose.stderr)
+    self.assertIn("ValueError: epochs=nan: must be positive and finite.", verbose.stderr)
+
+  def test_reruns_return_the_same_run_or_refuse_other_settings(self):
+    reruns = self.results["reruns"]
+    self.assertEqual(reruns["first"].returncode, 0, reruns["first"].stderr[-3000:])
+    run_dir = os.path.join(self.root, "run")
+    other_task = reruns["other_task"]
+    self.assertEqual(other_task.returncode, 2, other_task.stderr[-3000:])
+    (line,) = other_task.stderr.strip().splitlines()
+    self.assertStartsWith(
+        line, f"run_classification.py: error: {run_dir} holds a run with other settings: task "
+        "'reviews' there, 'topics' now; label names ['bad', 'good', 'meh'] there, "
+        "['politics', 'sport'] now; training data of 24 examples (sha256:")
+    self.assertEndsWith(line, "Use a new --model_dir=<folder> for the new settings, or the "
+                        "recorded ones to resume or reuse that run.")
+    self.assertOneLineError(
+        reruns["other_epochs"], 2,
+        f"run_classification.py: error: {run_dir} holds a run with other settings: "
+        "--epochs=1.0 there, --epochs=2.0 now. Use a new --model_dir=<folder> for the new "
+        "settings, or the recorded ones to resume or reuse that run.")
+    export = reruns["export"]
+    self.assertEqual(export.returncode, 0, export.stderr[-3000:])
+    later_export = os.path.join(self.root, "later_export")
+    self.assertIn(f"Exported: {later_export}/saved_model", export.stdout)
+    self.assertTrue(os.path.isfile(os.path.join(later_export, "saved_model", "saved_model.pb")))
+    self.assertTrue(os.path.isfile(os.path.join(later_export, "adapters",
+                                                "adapter_config.json")))
+
+
+if __name__ == "__main__":
+  tf.test.main()
