@@ -1,6 +1,7 @@
 """Values the base encoder cannot serve are refused up front, against its own configuration:
-a sequence length above its position embeddings (in `run_task` and `export_task`), a
-preprocessing model that is none or whose token ids run past the encoder's vocabulary.
+a sequence length above its position embeddings (in `run_task` and `export_task`; the CLIs in
+`cli_errors_test`), a preprocessing model whose token ids run past the encoder's vocabulary.
+The checks themselves are tested in `hub/compatibility_test`.
 
 The tiny random encoder has 32 position embeddings and 64 token embeddings.
 """
@@ -9,7 +10,6 @@ import os
 
 import tensorflow as tf
 
-from keras_adapters.hub import compatibility
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import task_export
 from keras_adapters.hub import testing as hub_testing
@@ -18,21 +18,7 @@ from keras_adapters.models import classifier
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing
 
-_POSITIONS = hub_testing.TINY_CONFIG["max_sequence_length"]
-
-
 class BaseLimitsTest(tf.test.TestCase):
-
-  def test_sequence_length_is_checked_against_the_position_embeddings(self):
-    config = hub_testing.TINY_CONFIG
-    compatibility.check_seq_length(_POSITIONS, config)
-    with self.assertRaisesRegex(ValueError,
-                                "max_seq_length=33 is more than the base encoder's 32 position "
-                                "embeddings: give max_seq_length=32 or less."):
-      compatibility.check_seq_length(33, config)
-    for bad in (1, 16.0, True, "64"):
-      with self.assertRaisesRegex(ValueError, f"seq_length={bad!r}: give a whole number"):
-        compatibility.check_seq_length(bad, config, argument="seq_length")
 
   def test_run_task_refuses_before_writing_anything(self):
     spec, splits = testing.colour_task()
@@ -50,19 +36,6 @@ class BaseLimitsTest(tf.test.TestCase):
       task_export.export_task(model, hub_testing.tiny_preprocessor(), export_dir,
                               seq_length=512, label_names=["a", "b", "c"])
     self.assertFalse(os.path.exists(export_dir))
-
-  def test_a_preprocessing_handle_that_is_no_preprocessing_model(self):
-    """The encoder's own folder passed as the preprocessing model: refused by name."""
-    handle = hub_testing.tiny_hub_handle()
-    with self.assertRaisesRegex(ValueError, f"preprocess_handle='{handle}' is not a TF Hub BERT "
-                                "preprocessing model: it has no tokenize or bert_pack_inputs"):
-      compatibility.load_preprocessor(handle)
-    with self.assertRaisesRegex(FileNotFoundError, "preprocess_handle='/nowhere' does not "
-                                "exist"):
-      compatibility.load_preprocessor("/nowhere")
-    empty = self.create_tempdir().full_path
-    with self.assertRaisesRegex(ValueError, "cannot be loaded as a SavedModel"):
-      compatibility.load_preprocessor(empty)
 
   def test_token_ids_beyond_the_vocabulary_are_refused(self):
     """A preprocessing model of a 100-wordpiece vocab for a 64-embedding encoder."""

@@ -1,0 +1,622 @@
+r"""Replays bad inputs and faults against the library and the CLIs; prints a table of verdicts.
+
+Each case is something a careless or unlucky user does (a rerun with other settings into the
+same folder, a learning rate of 1e6, a label with a trailing space, a truncated checkpoint, a
+flag of `nan`...), with what must happen: a clear error (the expected exception type with a
+message naming the problem and the fix; for a CLI, exit status 2 for bad usage or 1 for a
+failed run and one line, `script.py: error: ...`, without a traceback) or the correct result.
+Anything else is `WRONG`. The cases run on the tiny random encoder of
+`keras_adapters.hub.testing` and the tiny task of `keras_adapters.training.testing`, so the
+whole replay takes minutes; the CLI cases run as subprocesses, beside the library ones.
+
+  python bench/bad_inputs.py
+
+writes bench/results/bad_inputs.json and exits with status 1 if a verdict is `WRONG`. This is
+no timing benchmark: it may run on a busy machine.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import concurrent.futures
+import dataclasses
+import functools
+import glob
+import json
+import logging as std_logging
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Optional, Sequence, Tuple
+from unittest import mock
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import task_export
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.models import saving
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.tasks import text_classification
+from keras_adapters.training import method_comparison
+from keras_adapters.training import task_runner
+from keras_adapters.training import testing
+from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import atomic_io
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(_REPO_ROOT, "bench", "results")
+
+flags.DEFINE_string("output", os.path.join(RESULTS_DIR, "bad_inputs.json"),
+                    "Where to write the verdicts (JSON).")
+flags.DEFINE_integer("cli_processes", 2, "CLI cases run at once.", lower_bound=1)
+
+CLEAR_ERROR = "clear error"
+CORRECT_RESULT = "correct result"
+WRONG = "WRONG"
+
+# What a case did: ("raised", the exception) or ("returned", the value).
+Outcome = Tuple[str, Any]
+# A verdict and what it is based on (the message, or what was checked).
+Verdict = Tuple[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  """One bad input or fault.
+
+  Attributes:
+    category: The class of mistake it belongs to.
+    name: What the user does.
+    run: Does it, given the workspace; returns a value (a CLI case: its CompletedProcess).
+    judge: Turns the outcome into a verdict.
+    cli: Whether `run` starts a CLI process (these run concurrently).
+  """
+  category: str
+  name: str
+  run: Callable[["Workspace"], Any]
+  judge: Callable[[Outcome], Verdict]
+  cli: bool = False
+
+
+def expect_error(error_type, pattern: str) -> Callable[[Outcome], Verdict]:
+  """A clear error: `error_type` raised with a message matching `pattern`."""
+  def judge(outcome):
+    kind, value = outcome
+    if kind == "raised" and isinstance(value, error_type) and re.search(pattern, str(value)):
+      return CLEAR_ERROR, _first_line(str(value))
+    if kind == "raised":
+      return WRONG, f"{type(value).__name__}: {_first_line(str(value))}"
+    return WRONG, f"no error; returned {str(value)[:200]}"
+  return judge
+
+
+def expect_result(check: Callable[[Any], Optional[str]],
+                  what: str) -> Callable[[Outcome], Verdict]:
+  """The correct result: `check(value)` returns `None` (or what is wrong)."""
+  def judge(outcome):
+    kind, value = outcome
+    if kind == "raised":
+      return WRONG, f"{type(value).__name__}: {_first_line(str(value))}"
+    problem = check(value)
+    return (WRONG, problem) if problem else (CORRECT_RESULT, what)
+  return judge
+
+
+def expect_cli_error(status: int, pattern: str) -> Callable[[Outcome], Verdict]:
+  """A clear CLI error: exit `status`, no traceback, one error line matching `pattern`
+  (status 1 adds the line pointing to --verbose)."""
+  def judge(outcome):
+    kind, process = outcome
+    if kind == "raised":
+      return WRONG, f"{type(process).__name__}: {process}"
+    lines = process.stderr.strip().splitlines()
+    expected_lines = 2 if status == 1 else 1
+    problems = []
+    if process.returncode != status:
+      problems.append(f"exit status {process.returncode}, not {status}")
+    if "Traceback" in process.stderr:
+      problems.append("a traceback")
+    if len(lines) != expected_lines:
+      problems.append(f"{len(lines)} lines on stderr, not {expected_lines}")
+    elif not re.search(pattern, lines[0]):
+      problems.append("an unexpected message")
+    if problems:
+      return WRONG, f"{', '.join(problems)}: {' | '.join(lines)[-300:]}"
+    return CLEAR_ERROR, lines[0]
+  return judge
+
+
+def replay(cases: Sequence[Case], workspace: "Workspace", cli_processes: int = 2):
+  """Runs every case (CLI cases concurrently, beside the library ones); returns the rows."""
+  def outcome_of(case):
+    try:
+      return "returned", case.run(workspace)
+    except Exception as error:  # pylint: disable=broad-except
+      return "raised", error
+
+  with concurrent.futures.ThreadPoolExecutor(cli_processes) as pool:
+    started = {case.name: pool.submit(outcome_of, case) for case in cases if case.cli}
+    outcomes = {case.name: outcome_of(case) for case in cases if not case.cli}
+    outcomes.update({name: future.result() for name, future in started.items()})
+  rows = []
+  for number, case in enumerate(cases, start=1):
+    verdict, detail = case.judge(outcomes[case.name])
+    rows.append(dict(number=number, category=case.category, case=case.name,
+                     kind="CLI" if case.cli else "library", verdict=verdict, detail=detail))
+  return rows
+
+
+def markdown_table(rows) -> str:
+  lines = ["| # | class | bad input or fault | verdict | what happened |",
+           "|---|---|---|---|---|"]
+  for row in rows:
+    detail = row["detail"].replace("|", "\\|")
+    lines.append(f"| {row['number']} | {row['category']} | {row['case']} ({row['kind']}) | "
+                 f"{row['verdict']} | {detail[:160]}{'...' if len(detail) > 160 else ''} |")
+  counts = {verdict: sum(row["verdict"] == verdict for row in rows)
+            for verdict in (CLEAR_ERROR, CORRECT_RESULT, WRONG)}
+  lines += ["", f"{len(rows)} cases: {counts[CLEAR_ERROR]} clear errors, "
+            f"{counts[CORRECT_RESULT]} correct results, {counts[WRONG]} wrong."]
+  return "\n".join(lines) + "\n"
+
+
+def _first_line(text: str) -> str:
+  return text.strip().splitlines()[0] if text.strip() else ""
+
+
+class Workspace:
+  """Temporary files the cases share: tiny models on disk, data files, one finished run."""
+
+  def __init__(self, root: str):
+    self.root = root
+    self.hub_handle = hub_testing.tiny_hub_handle()
+    self.preprocess_handle = hub_testing.tiny_preprocess_handle(testing.SEQ_LENGTH)
+    self.spec, self.splits = testing.colour_task()
+    self.config = testing.run_config()
+    self.reviews = testing.write_csv(self.path("reviews.csv"))
+    self.topics = testing.write_csv(self.path("topics.csv"), seed=1,
+                                    labels=("politics", "sport"))
+
+  def path(self, *parts: str) -> str:
+    return os.path.join(self.root, *parts)
+
+  def new_dir(self, name: str) -> str:
+    return tempfile.mkdtemp(prefix=f"{name}_", dir=self.root)
+
+  @functools.cached_property
+  def finished_run(self) -> str:
+    """A finished tiny run (3 steps); cases copy it before changing anything."""
+    model_dir = self.path("finished_run")
+    task_runner.run_task(self.spec, self.splits, self.config, model_dir, progress_bar=False)
+    return model_dir
+
+  def copy_of_finished_run(self) -> str:
+    copy = os.path.join(self.new_dir("rerun"), "run")
+    shutil.copytree(self.finished_run, copy)
+    return copy
+
+  def rerun(self, model_dir, spec=None, splits=None, config=None, **kwargs):
+    return task_runner.run_task(spec or self.spec, splits or self.splits,
+                                config or self.config, model_dir, progress_bar=False, **kwargs)
+
+  def model(self, num_classes=3):
+    return classifier.build_classifier(
+        adapted_bert.AdaptedBert(self.hub_handle, adapter_size=4), num_classes)
+
+  def cli(self, script: str, *args: str) -> subprocess.CompletedProcess:
+    """Runs an experiments/ script as a user's shell does."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run([sys.executable, os.path.join("experiments", script), *args],
+                          cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
+
+  def classify(self, model_dir: str, *args: str, data_path: Optional[str] = None):
+    """run_classification.py on a CSV with the tiny model, everything written under root."""
+    data_path = data_path or self.reviews
+    name = os.path.splitext(os.path.basename(data_path))[0]
+    return self.cli(
+        "run_classification.py", f"--data_path={data_path}", "--text_column=review",
+        "--label_column=sentiment", f"--model_dir={model_dir}",
+        f"--split_manifest={self.path(name + '_split.json')}",
+        f"--hub_handle={self.hub_handle}", f"--preprocess_handle={self.preprocess_handle}",
+        f"--max_seq_length={testing.SEQ_LENGTH}", "--adapter_size=4", "--epochs=1",
+        "--batch_size=8", "--max_train_examples=0", *args)
+
+
+def _not_trained():
+  return mock.patch.object(trainer_lib.Trainer, "_train_loop",
+                           side_effect=AssertionError("trained again"))
+
+
+def _same_run_returned(ws):
+  model_dir = ws.copy_of_finished_run()
+  with _not_trained():
+    return ws.rerun(model_dir) == ws.rerun(ws.finished_run)
+
+
+def _later_export(ws):
+  model_dir, export_dir = ws.copy_of_finished_run(), ws.path("later_export")
+  with _not_trained():
+    results = ws.rerun(model_dir, export_dir=export_dir)
+  served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
+      "serving_default"](text=tf.constant(["w1 w2"]))["probabilities"]
+  return results["export_dir"] == export_dir and served.shape == (1, 3)
+
+
+def _changed_training_data(ws):
+  texts = list(ws.splits["train"].texts[0])
+  texts[0] = "w0 w1"
+  train = dataclasses.replace(ws.splits["train"], texts=(texts,))
+  return ws.rerun(ws.copy_of_finished_run(), splits=dict(ws.splits, train=train))
+
+
+def _interrupted_run_with_other_rate(ws):
+  model_dir = ws.copy_of_finished_run()
+  for name in (task_runner.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
+    os.remove(os.path.join(model_dir, name))
+  return ws.rerun(model_dir, config=dataclasses.replace(ws.config, learning_rate=1e-3))
+
+
+def _comparison_with_other_epochs(ws):
+  runs = ws.new_dir("comparison")
+  shutil.copytree(ws.finished_run, os.path.join(runs, "adapters-seed0"))
+  def must_not_run(*args, **kwargs):
+    raise AssertionError("a run started")
+  with mock.patch.dict(method_comparison.METHODS,
+                       adapters=dict(tuning="adapters", adapter_size=4, learning_rate=1e-2)):
+    return method_comparison.compare_methods(
+        ws.spec, ws.splits, dataclasses.replace(ws.config, epochs=3.0), ["adapters"], [0],
+        runs, os.path.join(runs, "results"), num_layers=2, run_fn=must_not_run)
+
+
+def _nan_label_run(ws):
+  """Returns the checkpoints left after a NaN loss at step 4, and the error."""
+  model_dir = ws.new_dir("nan_label")
+  labels = testing.REGRESSION_LABELS.copy()
+  labels[3 * 8] = np.nan
+  try:
+    testing.regression_trainer(model_dir, labels=labels).train()
+  except trainer_lib.TrainingDivergedError as error:
+    return _checkpoints(model_dir), str(error)
+  return _checkpoints(model_dir), "no error"
+
+
+def _checkpoints(model_dir):
+  return sorted(os.path.basename(path)[:-len(".index")]
+                for path in glob.glob(os.path.join(model_dir, "ckpt-*.index")))
+
+
+def _one_class_training_split(ws):
+  train = ws.splits["train"]
+  return ws.rerun(ws.path("one_class_run"), splits=dict(ws.splits, train=dataclasses.replace(
+      train, labels=np.zeros(len(train), np.int32))))
+
+
+def _labels_outside_the_classes(ws):
+  test = ws.splits["test"]
+  return task_runner.check_splits(ws.spec, dict(ws.splits, test=dataclasses.replace(
+      test, labels=np.full(len(test), 7, np.int32))))
+
+
+def _nan_regression_score(ws):
+  spec = examples_lib.TaskSpec("scores", ("text",), None, ("pearson",))
+  train = examples_lib.TextExamples(ids=["a", "b"], texts=(["w1", "w2"],),
+                                    labels=np.array([0.5, np.nan], np.float32))
+  return task_runner.check_splits(spec, dict(train=train))
+
+
+def _users_folder_for_adapters(ws):
+  folder = ws.new_dir("users_folder")
+  with open(os.path.join(folder, "notes.txt"), "w", encoding="utf-8") as f:
+    f.write("mine")
+  try:
+    saving.save_adapters(ws.model(), folder)
+  finally:
+    if os.listdir(folder) != ["notes.txt"]:
+      raise AssertionError(f"the user's folder now holds {os.listdir(folder)}")
+
+
+def _users_folder_as_export(ws):
+  export_dir = ws.new_dir("export_over_user")
+  os.makedirs(os.path.join(export_dir, "saved_model"))
+  with open(os.path.join(export_dir, "saved_model", "notes.txt"), "w", encoding="utf-8"):
+    pass
+  return ws.rerun(ws.path("export_over_user_run"), export_dir=export_dir)
+
+
+def _csv(ws, name, content):
+  path = ws.path(name)
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    f.write(content)
+  return text_classification.read_text_classification(path)
+
+
+def _vocab_beyond_the_encoder(ws):
+  vocab = ws.path("big_vocab.txt")
+  with open(vocab, "w", encoding="utf-8") as f:
+    f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(96)]))
+  handle = preprocessing.build_preprocessing_savedmodel(vocab, ws.path("big_preprocess"),
+                                                        default_seq_length=16)
+  return ws.rerun(ws.path("big_vocab_run"), config=dataclasses.replace(
+      ws.config, preprocess_handle=handle))
+
+
+def _truncated_latest_checkpoint(ws):
+  """Returns the step the run resumed from after ckpt-3 of a 3-step run was cut short."""
+  model_dir = ws.new_dir("truncated")
+  testing.regression_trainer(model_dir, num_train_steps=3).train()
+  os.remove(os.path.join(model_dir, trainer_lib.COMPLETION_MARKER))
+  data_file, = glob.glob(os.path.join(model_dir, "ckpt-3.data-*"))
+  with open(data_file, "r+b") as f:
+    f.truncate(os.path.getsize(data_file) // 2)
+  return testing.regression_trainer(model_dir, num_train_steps=3).train().start_step
+
+
+def _recommended_options(ws, content, flag):
+  """The data fails as it is; the flag its message recommends then reads it."""
+  name = "recommended_" + flag.strip("-").split("=")[0]
+  path = ws.path(name + ".csv")
+  with open(path, "wb") as f:
+    f.write(content)
+  manifest = ws.path(name + "_split.json")
+  common = ["--text_column=review", "--label_column=sentiment", f"--model_dir={ws.root}",
+            f"--data_path={path}", f"--split_manifest={manifest}"]
+  code = ("import sys; from absl import flags; from experiments import run_classification; "
+          "flags.FLAGS(['x'] + sys.argv[1:]); from experiments import cli\n"
+          "try:\n  spec, splits = run_classification.load_splits()\n"
+          "  print('read', sum(len(s) for s in splits.values()))\n"
+          "except ValueError as e:\n  print('error', cli.flag_message(str(e)))")
+  outputs = []
+  for extra in ([], [flag]):
+    process = subprocess.run([sys.executable, "-c", code, *common, *extra], cwd=_REPO_ROOT,
+                             capture_output=True, text=True, check=False)
+    outputs.append(process.stdout.strip().splitlines()[-1] if process.stdout.strip() else
+                   process.stderr[-300:])
+  return outputs
+
+
+def _leftovers_of_a_killed_write(ws):
+  folder = ws.new_dir("leftovers")
+  dead = subprocess.Popen([sys.executable, "-c", "pass"])
+  dead.wait()
+  os.makedirs(os.path.join(folder, f".export.partial-{dead.pid}-abcdefgh", "variables"))
+  with open(os.path.join(folder, f".results.json.partial-{dead.pid}-a1b2c3d4"), "w"):
+    pass
+  atomic_io.write_json(os.path.join(folder, "results.json"), {})
+  with atomic_io.atomic_directory(os.path.join(folder, "export")):
+    pass
+  return sorted(os.listdir(folder))
+
+
+def _checkpoint_leftovers(ws):
+  model_dir = ws.new_dir("ckpt_leftovers")
+  os.makedirs(os.path.join(model_dir, "ckpt-3_temp", "part-00000-of-00001"))
+  with open(os.path.join(model_dir, "ckpt-3.index.tempstate99"), "wb"):
+    pass
+  testing.regression_trainer(model_dir, num_train_steps=1).train()
+  return sorted(name for name in os.listdir(model_dir) if "temp" in name)
+
+
+def _is(expected):
+  return lambda value: None if value == expected else f"got {value!r}, not {expected!r}"
+
+
+def cases() -> Sequence[Case]:
+  """Every case, by class of mistake."""
+  rerun, compare, base, diverge = ("1 reruns", "2 comparison", "3 base limits",
+                                   "4 divergence")
+  data, files, cli, message, writes = ("5 suspicious data", "6 user files", "7 CLI errors",
+                                       "8 messages", "9 interrupted writes")
+  other_settings = r"holds a run with other settings: "
+  return [
+      Case(rerun, "rerun of a finished run into its folder, same settings",
+           _same_run_returned, expect_result(_is(True), "the recorded results, not trained")),
+      Case(rerun, "rerun into the folder of another task",
+           lambda ws: ws.rerun(ws.copy_of_finished_run(),
+                               spec=dataclasses.replace(ws.spec, name="topics")),
+           expect_error(task_runner.RunSettingsError, other_settings + "task 'colours' there")),
+      Case(rerun, "rerun with other epochs and learning rate",
+           lambda ws: ws.rerun(ws.copy_of_finished_run(), config=dataclasses.replace(
+               ws.config, epochs=3.0, learning_rate=1e-3)),
+           expect_error(task_runner.RunSettingsError, "learning_rate=0.01 there, "
+                        "learning_rate=0.001 now; epochs=1.0 there, epochs=3.0 now")),
+      Case(rerun, "rerun with one training text changed", _changed_training_data,
+           expect_error(task_runner.RunSettingsError, r"training data of 18 examples")),
+      Case(rerun, "resuming an interrupted run with another learning rate",
+           _interrupted_run_with_other_rate,
+           expect_error(task_runner.RunSettingsError, "learning_rate=0.01 there")),
+      Case(rerun, "export asked for on a rerun of a finished run", _later_export,
+           expect_result(_is(True), "exported from the final checkpoint, serves strings")),
+      Case(rerun, "CLI rerun of another --data_path task into the same --model_dir",
+           lambda ws: (ws.classify(ws.path("cli_run")),
+                       ws.classify(ws.path("cli_run"), data_path=ws.topics))[1],
+           expect_cli_error(2, r"run_classification\.py: error: .*cli_run holds a run with "
+                            r"other settings: task 'reviews' there, 'topics' now"), cli=True),
+      Case(compare, "comparison with --epochs=3 into the runs of --epochs=1",
+           _comparison_with_other_epochs,
+           expect_error(task_runner.RunSettingsError, "adapters-seed0 " + other_settings +
+                        r"epochs=1\.0 there, epochs=3\.0 now")),
+      Case(base, "run_task with max_seq_length above the position embeddings",
+           lambda ws: ws.rerun(ws.path("too_long"), config=dataclasses.replace(
+               ws.config, max_seq_length=40)),
+           expect_error(ValueError, "max_seq_length=40 is more than the base encoder's 32 "
+                        "position embeddings: give max_seq_length=32 or less")),
+      Case(base, "export_task(seq_length=512) on a 32-position encoder",
+           lambda ws: task_export.export_task(ws.model(), hub_testing.tiny_preprocessor(),
+                                              ws.path("long_export"), seq_length=512,
+                                              label_names=["a", "b", "c"]),
+           expect_error(ValueError, "seq_length=512 is more than the base encoder's 32")),
+      Case(base, "CLI --max_seq_length=40 on a 32-position encoder",
+           lambda ws: ws.classify(ws.path("cli_too_long"), "--max_seq_length=40"),
+           expect_cli_error(2, r"error: --max_seq_length=40 is more than the base encoder's "
+                            r"32 position embeddings: give --max_seq_length=32 or less\."),
+           cli=True),
+      Case(diverge, "Trainer with learning rate 1e6 (finite losses of 1e9 and more)",
+           lambda ws: testing.regression_trainer(ws.new_dir("lr1e6"), 1e6).train(),
+           expect_error(trainer_lib.TrainingDivergedError, r"diverged at step 1: the update "
+                        r"left the trainable weights with global norm .* last good "
+                        r"checkpoint is none.*new model_dir=<folder>")),
+      Case(diverge, "run_task with learning_rate=1e6",
+           lambda ws: ws.rerun(ws.path("lr1e6_run"), config=dataclasses.replace(
+               ws.config, learning_rate=1e6)),
+           expect_error(trainer_lib.TrainingDivergedError, r"Training diverged at step \d+")),
+      Case(diverge, "NaN loss at step 4: the checkpoint that gave it goes, the earlier stay",
+           _nan_label_run,
+           expect_result(lambda value: None if value[0] == ["ckpt-1", "ckpt-2"] and
+                         "last good checkpoint is" in value[1] and "ckpt-2" in value[1]
+                         else f"checkpoints {value[0]}: {value[1][:200]}",
+                         "ckpt-3 deleted, ckpt-1 and ckpt-2 kept and named")),
+      Case(diverge, "CLI --learning_rate=1e6",
+           lambda ws: ws.classify(ws.path("cli_lr1e6"), "--learning_rate=1e6"),
+           expect_cli_error(1, r"error: Training diverged at step \d+: .*Lower the learning "
+                            r"rate \(now --learning_rate=1e\+06\) and train again in a new "
+                            r"--model_dir=<folder>"), cli=True),
+      Case(data, "a label with a trailing space",
+           lambda ws: _csv(ws, "spaces.csv", "text,label\nw1,good\nw2,good \nw3,bad\n")[0]
+           .label_names, expect_result(_is(("bad", "good")), "one class 'good', a warning")),
+      Case(data, "CLI --max_train_examples=-5",
+           lambda ws: ws.cli("run_classification.py", "--max_train_examples=-5"),
+           expect_cli_error(2, r"error: --max_train_examples=-5: -5 is not a non-negative "
+                            "integer"), cli=True),
+      Case(data, "a training split with one class", _one_class_training_split,
+           expect_error(ValueError, "has examples of one class only, 'red' .*learns nothing")),
+      Case(data, "a split made of data with one class",
+           lambda ws: splits_lib.make_split_manifest(ws.spec, dataclasses.replace(
+               ws.splits["train"], labels=np.zeros(18, np.int32))),
+           expect_error(ValueError, "one class only")),
+      Case(data, "build_classifier(encoder, 0)",
+           lambda ws: classifier.build_classifier(
+               adapted_bert.AdaptedBert(ws.hub_handle, adapter_size=4), 0),
+           expect_error(ValueError, r"num_classes=0: give the number of classes")),
+      Case(data, "export_task with three label names for two logits",
+           lambda ws: task_export.export_task(ws.model(2), hub_testing.tiny_preprocessor(),
+                                              ws.path("two_logits"), seq_length=16,
+                                              label_names=["a", "b", "c"]),
+           expect_error(ValueError, r"names 3 classes, but the model has 2 logits")),
+      Case(data, "class ids outside the task's classes", _labels_outside_the_classes,
+           expect_error(ValueError, r"has the label 7 .*outside the class ids 0\.\.\.2")),
+      Case(data, "a regression score that is NaN", _nan_regression_score,
+           expect_error(ValueError, "has a score that is not a finite number: example 'b'")),
+      Case(files, "save_adapters into a folder holding a user's file",
+           _users_folder_for_adapters,
+           expect_error(adapter_artifact.AdapterArtifactError,
+                        "not an adapter artifact.*overwrite=True")),
+      Case(files, "run_task whose export_dir holds a user's saved_model/ folder",
+           _users_folder_as_export,
+           expect_error(ValueError, "holds a folder saved_model/ that is not an export")),
+      Case(cli, "run_glue.py --epochs=inf",
+           lambda ws: ws.cli("run_glue.py", "--task=cola", f"--data_dir={ws.root}",
+                             "--epochs=inf"),
+           expect_cli_error(2, r"^run_glue\.py: error: --epochs=inf: must be positive"),
+           cli=True),
+      Case(cli, "run_squad.py --learning_rate=nan",
+           lambda ws: ws.cli("run_squad.py", "--learning_rate=nan"),
+           expect_cli_error(2, r"^run_squad\.py: error: --learning_rate=nan: must be"),
+           cli=True),
+      Case(cli, "run_automl.py --max_train_examples=-5",
+           lambda ws: ws.cli("run_automl.py", "--max_train_examples=-5"),
+           expect_cli_error(2, r"^run_automl\.py: error: --max_train_examples=-5"), cli=True),
+      Case(cli, "export_multitask.py with an artifact folder that does not exist",
+           lambda ws: ws.cli("export_multitask.py", "--tasks=reviews=/nowhere"),
+           expect_cli_error(2, r"^export_multitask\.py: error: No adapter artifact at "
+                            "'/nowhere'"), cli=True),
+      Case(cli, "run_classification.py --verbose shows the traceback",
+           lambda ws: ws.cli("run_classification.py", "--epochs=nan", "--verbose"),
+           expect_result(lambda process: None if process.returncode != 0 and (
+               "Traceback (most recent call last)" in process.stderr) else
+                         f"exit status {process.returncode}, no traceback",
+                         "the traceback, for bug reports"), cli=True),
+      Case(message, "an unclosed CSV quote on line 2 of 4",
+           lambda ws: _csv(ws, "quote.csv", 'text,label\n"unclosed,a\ny,b\nz,a\n'),
+           expect_error(ValueError, r"quote\.csv, line 2: a quoted field opens here and its "
+                        "closing quote is missing")),
+      Case(message, "a CSV text of 200,000 characters",
+           lambda ws: len(_csv(ws, "long.csv", f'text,label\n"{"w " * 100_000}",a\nx,b\n')[1]
+                          .texts[0][0]),
+           expect_result(_is(200_000), "read whole")),
+      Case(message, "epochs=nan", lambda ws: dataclasses.replace(ws.config, epochs=float("nan")),
+           expect_error(ValueError, r"^epochs=nan: must be positive and finite\.$")),
+      Case(message, "epochs=inf", lambda ws: dataclasses.replace(ws.config, epochs=float("inf")),
+           expect_error(ValueError, r"^epochs=inf: must be positive and finite\.$")),
+      Case(message, "learning_rate=nan",
+           lambda ws: dataclasses.replace(ws.config, learning_rate=float("nan")),
+           expect_error(ValueError, r"^learning_rate=nan: must be positive and finite\.$")),
+      Case(message, "CLI --seeds=abc",
+           lambda ws: ws.cli("run_classification.py", "--methods=adapters", "--seeds=abc"),
+           expect_cli_error(2, r"error: --seeds=abc: give comma-separated whole numbers"),
+           cli=True),
+      Case(message, "token ids beyond the encoder's vocabulary", _vocab_beyond_the_encoder,
+           expect_error(ValueError, "makes token ids up to 99, but the base encoder has 64 "
+                        "token embeddings")),
+      Case(message, "the encoder passed as the preprocessing model",
+           lambda ws: compatibility.load_preprocessor(ws.hub_handle),
+           expect_error(ValueError, "is not a TF Hub BERT preprocessing model")),
+      Case(message, "a read-only model_dir",
+           lambda ws: ws.rerun("/sys/kernel/keras_adapters_run"),
+           expect_error(PermissionError, "model_dir='/sys/kernel/keras_adapters_run' cannot be "
+                        "written to .*: pass a model_dir= folder you can write to")),
+      Case(message, "a model_dir inside a file",
+           lambda ws: ws.rerun(os.path.join(ws.reviews, "run")),
+           expect_error(NotADirectoryError, "is a file, or inside one: pass a folder")),
+      Case(message, "a truncated latest checkpoint", _truncated_latest_checkpoint,
+           expect_result(_is(2), "resumed from ckpt-2, with a warning")),
+      Case(message, "an empty text; then the recommended --drop_empty",
+           lambda ws: _recommended_options(ws, b"review,sentiment\nw1,good\n  ,bad\nw2,bad\n"
+                                           b"w3,good\nw4,bad\n", "--drop_empty"),
+           expect_result(lambda out: None if "pass --drop_empty" in out[0] and out[1] ==
+                         "read 4" else str(out), "the message names --drop_empty, which works"),
+           cli=True),
+      Case(message, "latin-1 bytes; then the recommended --encoding=utf-8,latin-1",
+           lambda ws: _recommended_options(ws, b"review,sentiment\nw1 caf\xe9,good\nw2,bad\n"
+                                           b"w3,bad\nw4,good\n", "--encoding=utf-8,latin-1"),
+           expect_result(lambda out: None if "--encoding=utf-8,latin-1" in out[0] and out[1] ==
+                         "read 4" else str(out), "the message names the encodings, which work"),
+           cli=True),
+      Case(writes, "leftovers of a killed atomic write, then a write",
+           _leftovers_of_a_killed_write,
+           expect_result(_is(["export", "results.json"]), "staging of the dead process gone")),
+      Case(writes, "ckpt-3_temp and a .tempstate file of a killed save, then a run",
+           _checkpoint_leftovers, expect_result(_is([]), "gone after the next run")),
+  ]
+
+
+def main(argv):
+  del argv
+  start = time.perf_counter()
+  # The table is the output: TensorFlow's and the library's own log lines are not.
+  logging.set_verbosity(logging.ERROR)
+  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+  root = tempfile.mkdtemp(prefix="bad_inputs_")
+  try:
+    rows = replay(cases(), Workspace(root), flags.FLAGS.cli_processes)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  table = markdown_table(rows)
+  print(table)
+  atomic_io.write_json(flags.FLAGS.output, dict(
+      machine=dict(platform=platform.platform(), python=platform.python_version(),
+                   tensorflow=tf.__version__),
+      seconds=round(time.perf_counter() - start, 1), cases=rows))
+  print(f"Written: {flags.FLAGS.output}")
+  if any(row["verdict"] == WRONG for row in rows):
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  app.run(main)

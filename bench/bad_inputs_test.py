@@ -1,0 +1,82 @@
+"""A fast test of the machinery of bad_inputs.py: judging outcomes, replaying cases (CLI cases
+in real subprocesses), the table; and that the replay holds 40 cases or more of every class.
+The cases themselves run with `python bench/bad_inputs.py`."""
+
+import subprocess
+import sys
+
+import tensorflow as tf
+
+import bad_inputs
+
+
+def _process(returncode, stderr):
+  return subprocess.CompletedProcess(["x.py"], returncode, stdout="", stderr=stderr)
+
+
+class BadInputsTest(tf.test.TestCase):
+
+  def test_an_error_is_clear_only_of_the_expected_type_and_message(self):
+    judge = bad_inputs.expect_error(ValueError, r"epochs=nan: must be")
+    self.assertEqual(judge(("raised", ValueError("epochs=nan: must be positive.\nmore"))),
+                     (bad_inputs.CLEAR_ERROR, "epochs=nan: must be positive."))
+    self.assertEqual(judge(("raised", TypeError("epochs=nan: must be positive")))[0],
+                     bad_inputs.WRONG)
+    self.assertEqual(judge(("raised", ValueError("Tensor had NaN values")))[0],
+                     bad_inputs.WRONG)
+    self.assertEqual(judge(("returned", {"accuracy": 0.3})),
+                     (bad_inputs.WRONG, "no error; returned {'accuracy': 0.3}"))
+
+  def test_a_result_is_correct_only_when_checked(self):
+    judge = bad_inputs.expect_result(lambda value: None if value == 2 else "not 2", "two")
+    self.assertEqual(judge(("returned", 2)), (bad_inputs.CORRECT_RESULT, "two"))
+    self.assertEqual(judge(("returned", 3)), (bad_inputs.WRONG, "not 2"))
+    self.assertEqual(judge(("raised", RuntimeError("boom"))), (bad_inputs.WRONG,
+                                                               "RuntimeError: boom"))
+
+  def test_a_cli_error_is_one_line_with_its_status_and_no_traceback(self):
+    judge = bad_inputs.expect_cli_error(2, r"^x\.py: error: --epochs=nan")
+    line = "x.py: error: --epochs=nan: must be positive and finite."
+    self.assertEqual(judge(("returned", _process(2, line + "\n"))),
+                     (bad_inputs.CLEAR_ERROR, line))
+    for process in (_process(1, line), _process(2, "Traceback (most recent call last):\n" + line),
+                    _process(2, "2026 E cuda_platform.cc] failed call to cuInit\n" + line),
+                    _process(2, "x.py: error: something else")):
+      self.assertEqual(judge(("returned", process))[0], bad_inputs.WRONG, process.stderr)
+    failed = bad_inputs.expect_cli_error(1, "Training diverged")
+    self.assertEqual(failed(("returned", _process(
+        1, "x.py: error: Training diverged at step 2\nRerun with --verbose for the "
+        "traceback.\n")))[0], bad_inputs.CLEAR_ERROR)
+
+  def test_replay_runs_library_and_cli_cases_and_tabulates_them(self):
+    script = "import sys; print('x.py: error: --seeds=abc: give numbers', file=sys.stderr); " \
+             "sys.exit(2)"
+    cases = [
+        bad_inputs.Case("8 messages", "library error", lambda ws: int(ws),
+                        bad_inputs.expect_error(ValueError, "invalid literal")),
+        bad_inputs.Case("7 CLI errors", "cli error", lambda ws: subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=False),
+                        bad_inputs.expect_cli_error(2, "--seeds=abc"), cli=True),
+        bad_inputs.Case("1 reruns", "silent success", lambda ws: 42,
+                        bad_inputs.expect_error(ValueError, "anything")),
+    ]
+    rows = bad_inputs.replay(cases, "abc")
+    self.assertEqual([(row["number"], row["kind"], row["verdict"]) for row in rows],
+                     [(1, "library", bad_inputs.CLEAR_ERROR), (2, "CLI", bad_inputs.CLEAR_ERROR),
+                      (3, "library", bad_inputs.WRONG)])
+    table = bad_inputs.markdown_table(rows)
+    self.assertIn("| 2 | 7 CLI errors | cli error (CLI) | clear error | x.py: error: "
+                  "--seeds=abc: give numbers |", table)
+    self.assertIn("3 cases: 2 clear errors, 0 correct results, 1 wrong.", table)
+
+  def test_the_replay_covers_every_class_with_40_cases_or_more(self):
+    cases = bad_inputs.cases()
+    self.assertGreaterEqual(len(cases), 40)
+    self.assertLen({case.name for case in cases}, len(cases))
+    self.assertEqual(sorted({case.category[0] for case in cases}),
+                     [str(number) for number in range(1, 10)])
+    self.assertGreaterEqual(sum(case.cli for case in cases), 8)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,60 @@
+"""Tests for the up-front checks of a sequence length and a preprocessing model against a base
+encoder's configuration."""
+
+import types
+
+import tensorflow as tf
+
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import testing
+
+_CONFIG = dict(max_sequence_length=32, vocab_size=64)
+
+
+def _preprocessor(vocab_size):
+  """An object with the preprocessing interface whose tokenizer reports `vocab_size`."""
+  tokenize = lambda texts: texts
+  tokenize.get_special_tokens_dict = lambda: dict(vocab_size=tf.constant(vocab_size))
+  return types.SimpleNamespace(tokenize=tokenize, bert_pack_inputs=lambda *args: None)
+
+
+class CompatibilityTest(tf.test.TestCase):
+
+  def test_sequence_length(self):
+    compatibility.check_seq_length(32, _CONFIG)
+    compatibility.check_seq_length(2, _CONFIG)
+    with self.assertRaisesRegex(ValueError,
+                                "max_seq_length=33 is more than the base encoder's 32 position "
+                                "embeddings: give max_seq_length=32 or less."):
+      compatibility.check_seq_length(33, _CONFIG)
+    for bad in (1, 16.0, True, "64", None):
+      with self.assertRaisesRegex(ValueError, f"seq_length={bad!r}: give a whole number of "
+                                  r"tokens of at least 2 \(\[CLS\] and \[SEP\]\)"):
+        compatibility.check_seq_length(bad, _CONFIG, argument="seq_length")
+
+  def test_preprocessor_interface_and_vocabulary(self):
+    compatibility.check_preprocessor(_preprocessor(64), _CONFIG)
+    compatibility.check_preprocessor(_preprocessor(100), None)  # No encoder to check against.
+    with self.assertRaisesRegex(ValueError, "The preprocessor makes token ids up to 99, but the "
+                                "base encoder has 64 token embeddings"):
+      compatibility.check_preprocessor(_preprocessor(100), _CONFIG)
+    with self.assertRaisesRegex(ValueError, "preprocess_handle='enc' is not a TF Hub BERT "
+                                "preprocessing model: it has no bert_pack_inputs"):
+      compatibility.check_preprocessor(types.SimpleNamespace(tokenize=None), handle="enc")
+
+  def test_load_preprocessor(self):
+    loaded = compatibility.load_preprocessor(testing.tiny_preprocess_handle())
+    compatibility.check_preprocessor(loaded, testing.TINY_CONFIG)
+    handle = testing.tiny_hub_handle()
+    with self.assertRaisesRegex(ValueError, f"preprocess_handle='{handle}' is not a TF Hub BERT "
+                                "preprocessing model: it has no tokenize or bert_pack_inputs"):
+      compatibility.load_preprocessor(handle)
+    with self.assertRaisesRegex(FileNotFoundError,
+                                "preprocess_handle='/nowhere' does not exist"):
+      compatibility.load_preprocessor("/nowhere")
+    with self.assertRaisesRegex(ValueError, "vocab='.*' cannot be loaded as a SavedModel"):
+      compatibility.load_preprocessor(self.create_tempdir().full_path, argument="vocab")
+
+
+if __name__ == "__main__":
+  tf.test.main()
