@@ -23,6 +23,15 @@ class ReadmeTest(tf.test.TestCase):
       exec(setup, {})  # pylint: disable=exec-used
     self.assertEqual(output.getvalue().splitlines()[0], printed)
 
+  def test_many_tasks_example(self):
+    """The second Python block runs as written: two adapter sets on one base, one deleted."""
+    with open(_README, encoding="utf-8") as f:
+      block = re.findall(r"```python\n(.*?)```", f.read(), re.S)[1]
+    scope = {}
+    exec("import keras_adapters as ka\n" + block, scope)  # pylint: disable=exec-used
+    self.assertEqual(list(scope["encoder"].adapter_configs), ["default"])
+    self.assertEqual(scope["airline"].adapter_name, "default")
+
 
 if __name__ == "__main__":
   tf.test.main()
