@@ -276,7 +276,8 @@ class RunClassificationTest(tf.test.TestCase):
     failed_dir = os.path.join(self._new_dir(), "changed")
     with self.assertRaisesRegex(ValueError, "not the ones split manifest .* was made from"):
       self._main(self._argv(failed_dir, self.manifest, data_path=changed))
-    self.assertEqual((testing.folder_digest(self.model_dir), testing.folder_digest(self.manifest)), before)
+    self.assertEqual(
+        (testing.folder_digest(self.model_dir), testing.folder_digest(self.manifest)), before)
     self.assertFalse(os.path.exists(os.path.join(failed_dir, "results.json")))
 
   def _manifest(self):

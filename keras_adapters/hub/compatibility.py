@@ -59,7 +59,7 @@ def load_preprocessor(handle: str, argument: str = "preprocess_handle"):
     preprocessor = hub.load(handle)
   except (OSError, ValueError) as e:
     raise ValueError(f"{argument}={handle!r} cannot be loaded as a SavedModel "
-                     f"({str(e).splitlines()[0][:200]}): pass the folder of a TF Hub BERT "
+                     f"({(str(e).splitlines() or [''])[0][:200]}): pass the folder of a TF Hub BERT "
                      "preprocessing SavedModel.") from None
   check_preprocessor(preprocessor, handle=handle, argument=argument)
   return preprocessor

@@ -158,6 +158,8 @@ def run_task(spec: examples_lib.TaskSpec,
     PermissionError: `model_dir` or `export_dir` cannot be written.
   """
   check_splits(spec, splits)
+  # First: a multi-worker cluster or a TPU is set up before TensorFlow runs anything.
+  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
   base = hub_encoder.read_hub_encoder(config.hub_handle)
   compatibility.check_seq_length(config.max_seq_length, base.config)
   preprocessor = compatibility.load_preprocessor(config.preprocess_handle)
@@ -168,7 +170,6 @@ def run_task(spec: examples_lib.TaskSpec,
     _check_export_dir(export_dir)
   atomic_io.make_writable_dir(model_dir, "model_dir")
 
-  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
   is_chief = strategy.extended.should_checkpoint
   results_path = os.path.join(model_dir, RESULTS_FILE)
   if is_chief:

@@ -343,7 +343,7 @@ class Trainer:
         unreadable.append(path)
         logging.warning("Cannot read the checkpoint %s (%s: %s), probably a save cut short; "
                         "trying the one before it.", path, type(e).__name__,
-                        str(e).splitlines()[0][:200])
+                        (str(e).splitlines() or [""])[0][:200])
         continue
       except (AssertionError, ValueError) as e:
         raise ValueError(f"The checkpoint {path} does not match this model and optimiser "

@@ -240,7 +240,8 @@ class TrainerTest(tf.test.TestCase):
     for path in glob.glob(os.path.join(model_dir, "ckpt-*.index")):
       with open(path, "r+b") as f:
         f.truncate(10)
-    with self.assertRaisesRegex(ValueError, "None of the checkpoints .* can be read.*new model_dir="):
+    with self.assertRaisesRegex(ValueError,
+                                "None of the checkpoints .* can be read.*new model_dir="):
       _make_trainer(model_dir, num_train_steps=_NUM_STEPS + 1).train()
 
   def test_save_leftovers_are_deleted(self):
