@@ -37,8 +37,6 @@ SWEEP_MARKDOWN = "sweep.md"
 BEST_DIR = "best"
 
 _SEED = "seed"
-# Fields that say how a run executes, not what it learns: a run may resume under others.
-_EXECUTION_FIELDS = ("strategy", "tpu", "checkpoint_every_steps")
 _UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._+-]")
 # Per-trial facts copied from the run's results into sweep.json, beside config and metrics.
 _TRIAL_FACTS = ("parameters", "train_examples", "num_train_steps", "train_seconds",
@@ -154,7 +152,7 @@ def _changed_fields(results: Mapping[str, Any], config: task_runner.RunConfig) -
   recorded = results["config"]
   return [f"{field} (recorded {recorded.get(field)!r}, asked {value!r})"
           for field, value in dataclasses.asdict(config).items()
-          if field not in _EXECUTION_FIELDS and recorded.get(field) != value]
+          if field not in task_runner.EXECUTION_FIELDS and recorded.get(field) != value]
 
 
 def rerun_finished(spec: examples_lib.TaskSpec,
