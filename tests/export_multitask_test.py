@@ -35,6 +35,8 @@ _SERVE = textwrap.dedent("""
     import importlib.util, json, os, sys
     sys.path = [p for p in sys.path
                 if not os.path.isdir(os.path.join(p or os.getcwd(), "keras_adapters"))]
+    # An editable install may also find the package through a finder of its own.
+    sys.meta_path = [f for f in sys.meta_path if "__editable__" not in f.__module__]
     assert importlib.util.find_spec("keras_adapters") is None, "keras_adapters is importable"
     import tensorflow as tf
     import tensorflow_text  # Registers the preprocessing models' ops.

@@ -396,7 +396,7 @@ class TfdsTest(GlueTestCase):
     start = time.monotonic()
     with self.assertRaisesRegex(FileNotFoundError,
                                 r"No prepared TFDS dataset glue/sst2 .*never downloads.*"
-                                r"--data_dir.*tfds build glue/sst2"):
+                                r"read_glue_split\(data_dir=.*tfds build glue/sst2"):
       glue.read_glue_tfds("sst2", "train", self.data_dir)
     self.assertLess(time.monotonic() - start, 10.0)
 
