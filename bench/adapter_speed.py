@@ -29,7 +29,6 @@ import tensorflow as tf
 
 import harness
 import keras_adapters
-from keras_adapters.utils import atomic_io
 
 _NUM_CLASSES = 3
 # Targets of the issue "Benchmark bench/". A full step costs about 3 forward passes (forward,
@@ -140,7 +139,7 @@ def main(argv):
               inference["with_adapters"]["median_ms"]
               / inference["without_adapters"]["median_ms"] - 1,
               _MAX_ADAPTER_INFERENCE_OVERHEAD)))
-  atomic_io.write_json(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record)
   print(_table(record))
   print(f"Written: {FLAGS.output}")
 

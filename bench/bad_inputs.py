@@ -43,6 +43,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import harness
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import preprocessing
@@ -61,9 +62,8 @@ from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS_DIR = os.path.join(_REPO_ROOT, "bench", "results")
 
-flags.DEFINE_string("output", os.path.join(RESULTS_DIR, "bad_inputs.json"),
+flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "bad_inputs.json"),
                     "Where to write the verdicts (JSON).")
 flags.DEFINE_integer("cli_processes", 2, "CLI cases run at once.", lower_bound=1)
 
@@ -609,7 +609,7 @@ def main(argv):
     shutil.rmtree(root, ignore_errors=True)
   table = markdown_table(rows)
   print(table)
-  atomic_io.write_json(flags.FLAGS.output, dict(
+  harness.write_record(flags.FLAGS.output, dict(
       machine=dict(platform=platform.platform(), python=platform.python_version(),
                    tensorflow=tf.__version__),
       seconds=round(time.perf_counter() - start, 1), cases=rows))

@@ -29,8 +29,11 @@ from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.training import optimization
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+_REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
 
 # The adapter size the speed targets are stated for.
 ADAPTER_SIZE = 64
@@ -217,6 +220,12 @@ def peak_rss_mib() -> float:
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   # Linux reports KiB, macOS bytes.
   return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def write_record(path: str, record: Mapping[str, Any]) -> None:
+  """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
+  or as handles (`paths.portable`)."""
+  atomic_io.write_json(path, paths.portable(record, _REPO_DIR))
 
 
 def machine_info() -> Dict[str, Any]:

@@ -339,7 +339,7 @@ def main(argv):
   finally:
     if temporary:
       shutil.rmtree(FLAGS.work_dir, ignore_errors=True)
-  atomic_io.write_json(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record)
   print(_tables(record))
   print(f"Written: {FLAGS.output}")
 

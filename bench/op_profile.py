@@ -27,7 +27,6 @@ import tensorflow as tf
 import harness
 import profiler_trace
 import keras_adapters
-from keras_adapters.utils import atomic_io
 
 _NUM_CLASSES = 3
 _SETUPS = ("adapters", "layer_norm", "full")
@@ -96,7 +95,7 @@ def main(argv):
       ratios_to_full={setup: dict(op_time=result["total_ms"] / full["total_ms"],
                                   wall_time=result["wall_ms"] / full["wall_ms"])
                       for setup, result in setups.items() if setup != "full"})
-  atomic_io.write_json(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record)
   print(_table(record))
   print(f"Written: {FLAGS.output}")
 

@@ -45,7 +45,6 @@ from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_runner
 from keras_adapters.tasks import squad_tokenizer
 from keras_adapters.training import optimization
-from keras_adapters.utils import atomic_io
 
 _TUNINGS = ("adapters", "full")
 _SPLITS = ("train", "dev")
@@ -210,7 +209,7 @@ def main(argv):
       adapters_over_full={
           kind: runs["adapters"][f"{kind}_examples_per_s"] / runs["full"][f"{kind}_examples_per_s"]
           for kind in ("train", "eval")})
-  atomic_io.write_json(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record)
   print(_tables(record))
   print(f"Written: {FLAGS.output}")
 

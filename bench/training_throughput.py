@@ -31,7 +31,6 @@ from keras_adapters.tasks import builtin_datasets
 from keras_adapters.tasks import features
 from keras_adapters.tasks import splits as splits_lib
 from keras_adapters.tasks import text_classification
-from keras_adapters.utils import atomic_io
 
 _TASK = "airline"
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,7 +166,7 @@ def main(argv):
       # The adapter runs are the ones whose light steps an input pipeline could starve.
       adapters_input_wait_share={
           padding: runs[f"adapters/{padding}"]["input_wait_share"] for padding in _PADDINGS})
-  atomic_io.write_json(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record)
   print(_table(record))
   print(f"Written: {FLAGS.output}")
 

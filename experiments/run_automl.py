@@ -30,6 +30,7 @@ from keras_adapters.baselines import tfidf_floor
 from keras_adapters.baselines import tuner
 from keras_adapters.training import method_comparison
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 _METHODS = (automl.METHOD, tfidf_floor.METHOD)
 
@@ -77,7 +78,8 @@ def main(argv):
   rows = []
   if tfidf_floor.METHOD in FLAGS.methods:
     floor = tfidf_floor.run_tfidf_floor(spec, splits, seed=FLAGS.seed)
-    atomic_io.write_json(os.path.join(results_dir, f"{tfidf_floor.METHOD}.json"), floor)
+    atomic_io.write_json(os.path.join(results_dir, f"{tfidf_floor.METHOD}.json"),
+                         paths.portable(floor, os.getcwd()))
     rows.append(tfidf_floor.comparison_row(floor, seed=FLAGS.seed))
     print(f"{tfidf_floor.METHOD}: test {floor['metric']} "
           f"{100 * floor['test'][floor['metric']]:.2f} (C={floor['c']:g} chosen on validation)",
@@ -87,7 +89,8 @@ def main(argv):
         oracle=FLAGS.oracle, embeddings=tuple(FLAGS.embeddings), max_trials=FLAGS.max_trials,
         max_epochs=FLAGS.max_epochs, batch_size=FLAGS.batch_size, seed=FLAGS.seed)
     results = automl.run_automl(spec, splits, settings, model_dir, FLAGS.export_dir)
-    atomic_io.write_json(os.path.join(results_dir, f"{automl.METHOD}.json"), results)
+    atomic_io.write_json(os.path.join(results_dir, f"{automl.METHOD}.json"),
+                         paths.portable(results, os.getcwd()))
     rows.append(automl.comparison_row(results))
     final, metric = results["final"], results["metric"]
     print(f"{automl.METHOD}: {len(results['trials'])} trial(s) in "

