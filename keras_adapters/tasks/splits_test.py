@@ -207,3 +207,72 @@ def test_load_rejects_ids_in_two_splits(tmp_path):
     json.dump(record, f)
   with pytest.raises(ValueError, match=r"puts ids \['a\d+'\] in more than one split"):
     splits.load_split_manifest(path)
+
+
+def test_given_split_is_kept_and_the_rest_split_stratified(tmp_path):
+  """A given test set (as SNLI's official one) stays as it is; the other examples are split
+  by the fractions, each class in proportion, and the manifest says which split was given."""
+  spec, examples = _task()
+  test_ids = ["a0", "a1", "b0", "c0"]
+  path = str(tmp_path / "toy.json")
+  train, validation, test = splits.split_with_manifest(
+      path, spec, examples, fractions=(0.75, 0.25, 0.0), given={"test": test_ids})
+  assert list(test.ids) == test_ids
+  # a: 48 left -> 36/12, b: 29 -> 21.75/7.25 -> 22/7, c: 19 -> 14.25/4.75 -> 14/5.
+  assert [np.bincount(part.labels, minlength=3).tolist() for part in (train, validation)] == [
+      [36, 22, 14], [12, 7, 5]]
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  assert record["given_splits"] == ["test"]
+  assert record["fractions"] == {"train": 0.75, "validation": 0.25, "test": 0.0}
+  manifest = splits.load_split_manifest(path)
+  assert manifest.given_splits == ("test",)
+  again = splits.split_with_manifest(path, spec, examples, fractions=(0.75, 0.25, 0.0),
+                                     given={"test": test_ids})
+  assert _ids(again) == _ids((train, validation, test))
+  with pytest.raises(ValueError, match=r"records the given splits \['test'\]; the splits "
+                     r"given now are \[\]"):
+    splits.split_with_manifest(path, spec, examples, fractions=(0.75, 0.25, 0.0))
+  with pytest.raises(ValueError, match=r"records the given splits \['test'\]; the splits "
+                     r"given now are \['test'\], or hold other examples"):
+    splits.split_with_manifest(path, spec, examples, fractions=(0.75, 0.25, 0.0),
+                               given={"test": test_ids[:3]})
+
+
+def test_manifest_without_given_splits_has_no_such_key(tmp_path):
+  """Manifests made before given splits existed keep their bytes when made again."""
+  spec, examples = _task()
+  path = str(tmp_path / "toy.json")
+  splits.split_with_manifest(path, spec, examples)
+  with open(path, encoding="utf-8") as f:
+    assert "given_splits" not in json.load(f)
+  assert splits.load_split_manifest(path).given_splits == ()
+
+
+def test_every_split_given_records_their_shares_and_ignores_seed(tmp_path):
+  """A user's own train/validation/test files: nothing is drawn, the manifest records each
+  split's share, and reruns reuse it whatever the seed; changed files are refused."""
+  spec, examples = _task()
+  given = {"train": list(examples.ids[:70]), "validation": list(examples.ids[70:85]),
+           "test": list(examples.ids[85:])}
+  path = str(tmp_path / "toy.json")
+  parts = splits.split_with_manifest(path, spec, examples, given=given)
+  assert _ids(parts) == [given["train"], given["validation"], given["test"]]
+  manifest = splits.load_split_manifest(path)
+  assert manifest.fractions == (0.7, 0.15, 0.15)
+  assert manifest.given_splits == ("train", "validation", "test")
+  assert _ids(splits.split_with_manifest(path, spec, examples, seed=3, given=given)) == _ids(
+      parts)
+  with pytest.raises(ValueError, match="are not the ones split manifest"):
+    splits.split_with_manifest(path, spec, _changed_text(examples), given=given)
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"dev": ["a0"]}, r"Given split 'dev' of task 'toy' is not one of \['train', "),
+    ({"test": ["a0", "zz"]}, r"names ids that are not among the examples, e.g. \['zz'\]"),
+    ({"validation": ["a0"], "test": ["a0"]}, r"names ids of another given split, e.g. \['a0'\]"),
+])
+def test_bad_given_splits(given, message):
+  spec, examples = _task()
+  with pytest.raises(ValueError, match=message):
+    splits.make_split_manifest(spec, examples, given=given)

@@ -222,3 +222,16 @@ def test_spaces_around_labels_are_dropped_with_a_warning(tmp_path, caplog):
   assert examples.labels.tolist() == [1, 1, 0]
   assert "2 labels have spaces around them, e.g. 'good ' at" in caplog.text
   assert "d.csv, row 2 (line 3)" in caplog.text
+
+
+def test_concatenate_examples_keeps_order_and_every_field():
+  first = text_classification.TextExamples(["1", "2"], (["a", "b"], ["x", "y"]),
+                                           np.array([0, 1], np.int32))
+  second = text_classification.TextExamples(["3"], (["c"], ["z"]), np.array([1], np.int32))
+  joined = text_classification.concatenate_examples([first, second])
+  assert list(joined.ids) == ["1", "2", "3"]
+  assert [list(field) for field in joined.texts] == [["a", "b", "c"], ["x", "y", "z"]]
+  assert joined.labels.tolist() == [0, 1, 1]
+  with pytest.raises(ValueError, match="all be labelled or all be unlabelled"):
+    text_classification.concatenate_examples(
+        [first, text_classification.TextExamples(["4"], (["d"], ["w"]))])
