@@ -14,7 +14,9 @@ run the method comparison over `--seeds` and write a results table:
 
 Any CSV/TSV/JSONL file or folder-per-class tree works with `--data_path`, `--text_column`,
 `--label_column`. Splits are fixed, seeded and stratified, and recorded in a manifest so that
-every method sees the same examples.
+every method sees the same examples. Data already split, as Hugging Face's
+`run_classification.py` takes it, is given with `--train_file`, `--validation_file` and
+`--test_file`; its manifest records the files' examples, so a rerun on changed files stops.
 """
 
 import os
