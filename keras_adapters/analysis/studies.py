@@ -1,0 +1,402 @@
+"""The paper's analysis as studies: grids of runs on the task runner, a reduction, a figure.
+
+A study is a list of trials (a `RunConfig` and the point of the figure it counts for). Every
+trial runs through `task_runner.run_task` in its own folder, named after the settings the
+studies vary (`sweep.trial_name`), under one root per task and budget: a trial two studies
+share (adapters m=64 at the paper's init, learning rate and seed are in the ablation, the
+init-scale, the trade-off and the learning-rate study) trains once, a finished trial is never
+trained again, and an interrupted study resumes where it stopped. After each trial the
+study's JSON is rewritten atomically with everything finished so far.
+
+Each point of a figure is a setting scored over seeds on the validation split (the paper's
+Figures 4, 6 and 7 show validation accuracy). Where a budget gives a point several options
+(learning rates or epochs, `OPTION_FIELDS`), the option with the best mean over seeds is the
+point, as the paper selects "the best model for each point along the curve".
+
+Studies (`build_study`):
+  ablation: adapters m=64, one seed; its trained adapters are then removed from every span
+    of layers (`ablation.evaluate_spans`). Figure 6, left and centre.
+  init_scale: adapter init std over 1e-7 ... 1, one point per decade. Figure 6, right.
+  tradeoff: adapters of sizes 2 ... 256, top-k for k = 1 ... L, LayerNorm-only and full
+    fine-tuning, scored against trained parameters. Figures 3 and 4.
+  learning_rate: adapters and full fine-tuning at learning rates in [2e-5, 1e-3]. Figure 7.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats
+
+from keras_adapters.analysis import ablation
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.training import method_comparison
+from keras_adapters.training import sweep
+from keras_adapters.training import task_runner
+from keras_adapters.training import trainer
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
+
+STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
+FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
+               tradeoff="Figures 3-4", learning_rate="Figure 7")
+# The RunConfig fields that studies vary: a trial's folder is named after them.
+VARIED_FIELDS = ("tuning", "adapter_size", "top_k", "adapter_init_stddev", "learning_rate",
+                 "epochs", "seed")
+# Fields over which a point keeps its best option (selected on the mean over seeds).
+OPTION_FIELDS = ("learning_rate", "epochs")
+EVAL_SPLIT = "validation"
+
+INIT_STDDEVS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+ADAPTER_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+LEARNING_RATES = (2e-5, 5e-5, 1e-4, 3e-4, 1e-3)
+# The paper's budget: its sweep of learning rates for the additional tasks (section 3.3),
+# a denser grid over Figure 7's range, where each rate keeps its best of two epoch counts.
+PAPER_SWEEP_LEARNING_RATES = (1e-5, 3e-5, 1e-4, 3e-3)
+PAPER_LEARNING_RATES = (2e-5, 3e-5, 5e-5, 1e-4, 2e-4, 3e-4, 5e-4, 1e-3)
+PAPER_EPOCH_OPTIONS = (3.0, 20.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """How much every run of a study trains.
+
+  Attributes:
+    name: `"cpu"` or `"paper"`.
+    max_train_examples: A fixed subset of the training split (0: all of it).
+    epochs: Training epochs of each run.
+  """
+  name: str
+  max_train_examples: int
+  epochs: float
+
+
+# Each study finishes in well under an hour on 2 CPU cores with the embedded 6-layer base.
+CPU_BUDGET = Budget("cpu", max_train_examples=500, epochs=2.0)
+# The paper's: the whole training split, 20 epochs (its shortest for the additional tasks).
+PAPER_BUDGET = Budget("paper", max_train_examples=0, epochs=20.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+  """One run of a study.
+
+  Attributes:
+    point: The figure's point it counts for, as (name, value) pairs, e.g.
+      `(("method", "adapters"), ("adapter_size", 8))`.
+    config: The run's config.
+  """
+  point: Tuple[Tuple[str, Any], ...]
+  config: task_runner.RunConfig
+
+  @property
+  def name(self) -> str:
+    return sweep.trial_name(self.config, VARIED_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """A study: its name, the paper figure it mirrors and its trials in running order."""
+  name: str
+  figure: str
+  trials: Tuple[Trial, ...]
+
+
+def _method(base_config, method, num_layers, **overrides):
+  return dataclasses.replace(
+      method_comparison.method_config(base_config, method, num_layers), **overrides)
+
+
+def _trials(point, configs, seeds):
+  return [Trial(tuple(point.items()), dataclasses.replace(config, seed=seed))
+          for config in configs for seed in seeds]
+
+
+def _options(config, learning_rates=None, epochs=None):
+  """`config` once per option: each learning rate and epoch count given (else its own)."""
+  return [dataclasses.replace(config, learning_rate=rate, epochs=count)
+          for rate in (learning_rates or (config.learning_rate,))
+          for count in (epochs or (config.epochs,))]
+
+
+def build_study(name: str, base_config: task_runner.RunConfig, seeds: Sequence[int],
+                num_layers: int, paper: bool = False) -> Study:
+  """The trials of study `name`.
+
+  Args:
+    name: One of `STUDIES`.
+    base_config: The shared settings and budget (handles, epochs, batch, sequence length).
+    seeds: Seeds of every point; the ablation trains with the first only.
+    num_layers: Transformer layers of the base (top-k's k runs over 1 ... num_layers).
+    paper: Use the paper's grids (see the module constants) instead of the CPU ones.
+
+  Returns:
+    The `Study`.
+
+  Raises:
+    ValueError: An unknown study or no seeds.
+  """
+  if name not in STUDIES:
+    raise ValueError(f"Unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
+  if not seeds:
+    raise ValueError("A study needs at least one seed (seeds=[0, 1, 2]).")
+  adapters = _method(base_config, "adapters", num_layers)
+  trials = []
+  if name == "ablation":
+    trials = _trials(dict(method="adapters"), [adapters], seeds[:1])
+  elif name == "init_scale":
+    for stddev in INIT_STDDEVS:
+      trials += _trials(dict(adapter_init_stddev=stddev),
+                        [dataclasses.replace(adapters, adapter_init_stddev=stddev)], seeds)
+  elif name == "tradeoff":
+    rates = PAPER_SWEEP_LEARNING_RATES if paper else None
+    points = [(dict(method="adapters", adapter_size=size),
+               dataclasses.replace(adapters, adapter_size=size)) for size in ADAPTER_SIZES]
+    points += [(dict(method="top_k", top_k=k), _method(base_config, "top_k", num_layers,
+                                                       top_k=k))
+               for k in range(1, num_layers + 1)]
+    points += [(dict(method=method), _method(base_config, method, num_layers))
+               for method in ("layer_norm", "full")]
+    for point, config in points:
+      trials += _trials(point, _options(config, learning_rates=rates), seeds)
+  else:  # learning_rate
+    for method in ("adapters", "full"):
+      for rate in PAPER_LEARNING_RATES if paper else LEARNING_RATES:
+        config = _method(base_config, method, num_layers, learning_rate=rate)
+        trials += _trials(dict(method=method, learning_rate=rate),
+                          _options(config, epochs=PAPER_EPOCH_OPTIONS if paper else None),
+                          seeds)
+  return Study(name, FIGURES[name], tuple(trials))
+
+
+def run_study(study: Study,
+              spec: examples_lib.TaskSpec,
+              splits: Mapping[str, examples_lib.TextExamples],
+              root_dir: str,
+              summary_path: str,
+              budget: Budget,
+              run_fn: Callable[..., Mapping[str, Any]] = task_runner.run_task,
+              export_trials: bool = False,
+              note: Optional[str] = None,
+              log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Runs every trial not finished yet and writes the study's JSON after each.
+
+  A trial whose training diverges is recorded as such (the paper's large init scales may
+  diverge) and not run again by a resumed study; every other error stops the study.
+
+  Args:
+    study: The study.
+    spec: The task.
+    splits: "train" and `EVAL_SPLIT`; only these are given to the runs.
+    root_dir: Folder of the trials' folders (shared by the studies of one task and budget).
+    summary_path: The study's JSON.
+    budget: The budget, recorded in the JSON.
+    run_fn: Runs one config (`task_runner.run_task`; replaceable in tests).
+    export_trials: Export each trial to `<its folder>/export` (the ablation needs the
+      adapter artifact).
+    note: A sentence the JSON and the figure carry (e.g. that the base saw the task).
+    log: Where progress lines go.
+
+  Returns:
+    The summary written to `summary_path`.
+
+  Raises:
+    task_runner.RunSettingsError: A trial's folder holds a run with other settings; raised
+      before any trial trains.
+  """
+  splits = {name: splits[name] for name in ("train", EVAL_SPLIT)}
+  for trial in study.trials:
+    run_dir = os.path.join(root_dir, trial.name)
+    if os.path.isdir(run_dir):
+      task_runner.check_run_dir(spec, splits, trial.config, run_dir)
+  previous = read_summary(summary_path) or {}
+  diverged = {run["name"]: run for run in previous.get("runs", []) if run.get("diverged")}
+  # What later steps added to the summary (the ablation's spans) stays in it.
+  kept = {key: value for key, value in previous.items() if key not in _SUMMARY_KEYS}
+  kept.update({} if note is None else dict(note=note))
+
+  def write(summary):
+    return write_json(summary_path, {**summary, **kept})
+
+  pending = [trial for trial in study.trials if not os.path.isfile(
+      os.path.join(root_dir, trial.name, task_runner.RESULTS_FILE))
+             and trial.name not in diverged]
+  log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} runs, "
+      f"{len(study.trials) - len(pending)} finished already. "
+      + budget_line(budget, splits, study.trials))
+  outcomes = {}
+  for number, trial in enumerate(study.trials, start=1):
+    if trial.name in diverged:
+      outcomes[trial.name] = diverged[trial.name]
+      continue
+    run_dir = os.path.join(root_dir, trial.name)
+    log(f"[{number}/{len(study.trials)}] {trial.name}")
+    try:
+      results = run_fn(spec, splits, trial.config, run_dir,
+                       **(dict(export_dir=os.path.join(run_dir, "export"))
+                          if export_trials else {}), progress_bar=False)
+    except trainer.TrainingDivergedError as error:
+      log(f"  diverged: {error}")
+      outcomes[trial.name] = dict(name=trial.name, diverged=str(error))
+    else:
+      outcomes[trial.name] = _outcome(trial, results, spec.metrics[0])
+      log(f"  {EVAL_SPLIT} {spec.metrics[0]}: {outcomes[trial.name]['score']:.2f}")
+    write(summarize(study, spec, splits, budget, outcomes))
+  return write(summarize(study, spec, splits, budget, outcomes))
+
+
+def budget_line(budget: Budget, splits, trials: Sequence[Trial]) -> str:
+  """The budget in words, e.g. "Budget cpu: 500 training examples, 2 epoch(s), ..."."""
+  epochs = sorted({trial.config.epochs for trial in trials})
+  config = trials[0].config
+  return (f"Budget {budget.name}: {len(splits['train']):,} training examples, "
+          f"{'/'.join(f'{e:g}' for e in epochs)} epoch(s), batch {config.batch_size}, "
+          f"{config.max_seq_length} tokens max; scored on {len(splits[EVAL_SPLIT]):,} "
+          f"{EVAL_SPLIT} examples.")
+
+
+def _outcome(trial, results, metric):
+  return dict(name=trial.name, score=100.0 * results["metrics"][EVAL_SPLIT][metric],
+              trainable_parameters=results["parameters"]["trainable"],
+              train_seconds=results["train_seconds"],
+              total_seconds=results.get("total_seconds", results["train_seconds"]))
+
+
+_SUMMARY_KEYS = ("study", "figure", "task", "metric", "eval_split", "complete", "budget",
+                 "runs", "points")
+
+
+def summarize(study: Study, spec, splits, budget: Budget,
+              outcomes: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+  """The study's record: its budget and cost, every run, and every point of its figure.
+
+  Args:
+    study: The study.
+    spec: The task.
+    splits: "train" and `EVAL_SPLIT`.
+    budget: The budget.
+    outcomes: Trial name → `{"score", "trainable_parameters", "train_seconds",
+      "total_seconds"}` of a finished trial, or `{"diverged": message}`.
+
+  Returns:
+    A JSON-ready dict; `complete` says whether every trial has an outcome.
+  """
+  finished = [outcome for outcome in outcomes.values() if "score" in outcome]
+  config = study.trials[0].config
+  runs = [dict(name=trial.name, point=dict(trial.point),
+               **{field: getattr(trial.config, field) for field in VARIED_FIELDS},
+               **{key: value for key, value in outcomes.get(trial.name, {}).items()
+                  if key != "name"})
+          for trial in study.trials]
+  return dict(
+      study=study.name, figure=study.figure, task=spec.name, metric=spec.metrics[0],
+      eval_split=EVAL_SPLIT, complete=len(outcomes) == len(study.trials),
+      budget=dict(
+          name=budget.name, train_examples=len(splits["train"]),
+          max_train_examples=budget.max_train_examples,
+          epochs=sorted({trial.config.epochs for trial in study.trials}),
+          batch_size=config.batch_size, max_seq_length=config.max_seq_length,
+          eval_examples=len(splits[EVAL_SPLIT]), runs=len(study.trials),
+          runs_finished=len(finished),
+          runs_diverged=sum(1 for outcome in outcomes.values() if "diverged" in outcome),
+          # What the finished runs cost on this machine, from their own records.
+          train_minutes=sum(outcome["train_seconds"] for outcome in finished) / 60.0,
+          run_minutes=sum(outcome["total_seconds"] for outcome in finished) / 60.0),
+      runs=runs, points=reduce_points(study.trials, outcomes))
+
+
+def reduce_points(trials: Sequence[Trial],
+                  outcomes: Mapping[str, Mapping[str, Any]]) -> List[Dict[str, Any]]:
+  """One entry per point, in trial order: its best option's scores over seeds.
+
+  A point's options (see `OPTION_FIELDS`) are compared on their mean score over the seeds
+  that finished; ties go to the earlier option. Diverged seeds count in `diverged`, not in
+  the mean. A point with no finished seed has `mean` `None`.
+  """
+  by_point: Dict[tuple, Dict[tuple, List[Trial]]] = {}
+  for trial in trials:
+    option = tuple(getattr(trial.config, field) for field in OPTION_FIELDS)
+    by_point.setdefault(trial.point, {}).setdefault(option, []).append(trial)
+  points = []
+  for point, options in by_point.items():
+    best = None
+    for option, option_trials in options.items():
+      done = [outcomes[t.name] for t in option_trials if "score" in outcomes.get(t.name, {})]
+      scores = [outcome["score"] for outcome in done]
+      entry = dict(
+          **dict(point), option=dict(zip(OPTION_FIELDS, option)),
+          seeds=[t.config.seed for t in option_trials
+                 if "score" in outcomes.get(t.name, {})],
+          scores=scores, mean=float(np.mean(scores)) if scores else None, sem=sem(scores),
+          diverged=sum(1 for t in option_trials if "diverged" in outcomes.get(t.name, {})),
+          trainable_parameters=done[0]["trainable_parameters"] if done else None)
+      if best is None or (entry["mean"] is not None and (
+          best["mean"] is None or entry["mean"] > best["mean"])):
+        best = entry
+    points.append(best)
+  return points
+
+
+def sem(values: Sequence[float]) -> float:
+  """Standard error of the mean (scipy); 0 for fewer than two values, where it is undefined."""
+  return float(stats.sem(values)) if len(values) > 1 else 0.0
+
+
+def write_json(path: str, summary: Mapping[str, Any]) -> Dict[str, Any]:
+  """Writes `summary` atomically, without this machine's folders; returns it as written."""
+  summary = paths.portable(summary, os.getcwd())
+  atomic_io.write_json(path, summary)
+  return summary
+
+
+def run_ablation(summary: Dict[str, Any], summary_path: str, num_layers: int,
+                 load_model: Callable[[], Any], score: Callable[[Any], float],
+                 log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Scores the ablation study's trained model with each span of adapters removed.
+
+  The scores go into `summary["ablation"]` (`trial`, `num_layers`, `scores` by
+  `ablation.span_key`, `changes`: the heatmap) and the JSON is rewritten after each, so a
+  resumed study scores only the spans it lacks.
+
+  Args:
+    summary: The ablation study's summary from `run_study`, its one trial finished.
+    summary_path: The study's JSON.
+    num_layers: Transformer layers of the base.
+    load_model: Builds the trained task model afresh.
+    score: Its score (%) on the evaluation split.
+    log: Where progress lines go.
+
+  Returns:
+    The summary as written.
+  """
+  (run,) = summary["runs"]
+  if "score" not in run:
+    raise ValueError(f"The ablation's model {run['name']} did not finish training "
+                     f"({run.get('diverged', 'no result')}): there are no adapters to remove.")
+  recorded = summary.get("ablation") or {}
+  scores = dict(recorded.get("scores", {})) if recorded.get("trial") == run["name"] else {}
+  total = 1 + len(ablation.layer_spans(num_layers))
+  log(f"Ablation: {total - len(scores)} of {total} evaluations to run (the whole model, then "
+      "each span of layers without its adapters).")
+
+  def record(key, value):
+    scores[key] = value
+    summary["ablation"] = dict(trial=run["name"], num_layers=num_layers, scores=dict(scores),
+                               changes=ablation.change_matrix(scores, num_layers))
+    write_json(summary_path, summary)
+    log(f"  adapters removed from layers {key}: {value:.2f}")
+
+  ablation.evaluate_spans(load_model, score, num_layers, scores, record)
+  summary["ablation"] = dict(trial=run["name"], num_layers=num_layers, scores=scores,
+                             changes=ablation.change_matrix(scores, num_layers))
+  return write_json(summary_path, summary)
+
+
+def read_summary(path: str) -> Optional[Dict[str, Any]]:
+  """A study's JSON, or `None` where there is none yet."""
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
