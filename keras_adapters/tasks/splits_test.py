@@ -270,7 +270,9 @@ def test_every_split_given_records_their_shares_and_ignores_seed(tmp_path):
 @pytest.mark.parametrize("given, message", [
     ({"dev": ["a0"]}, r"Given split 'dev' of task 'toy' is not one of \['train', "),
     ({"test": ["a0", "zz"]}, r"names ids that are not among the examples, e.g. \['zz'\]"),
-    ({"validation": ["a0"], "test": ["a0"]}, r"names ids of another given split, e.g. \['a0'\]"),
+    ({"validation": ["a0"], "test": ["a0"]}, r"or ids of another given split, e.g. \['a0'\]"),
+    ({"test": ["a0", "a1", "a0"]}, r"names ids twice or ids of another given split, e.g. "
+     r"\['a0'\]"),
 ])
 def test_bad_given_splits(given, message):
   spec, examples = _task()
