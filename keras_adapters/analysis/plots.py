@@ -50,7 +50,10 @@ def _errorbars(axes, points, x_key, label, style=None):
                 label=label)
   for p in points:
     if p["mean"] is None and p["diverged"]:
-      axes.annotate("diverged", (p[x_key], 0), xycoords=("data", "axes fraction"),
+      # At the foot of the axes, in data coordinates along x so that the x range covers it.
+      axes.plot([p[x_key]], [0.03], marker="x", color=color,
+                transform=axes.get_xaxis_transform())
+      axes.annotate("diverged", (p[x_key], 0.05), xycoords=("data", "axes fraction"),
                     ha="center", va="bottom", fontsize=7, color=color)
 
 
@@ -102,7 +105,8 @@ def _tradeoff(fig, summary):
   axes.set_ylabel(f"{summary['metric']} minus full fine-tuning's (points)")
   axes.set_title("Accuracy against trained parameters"
                  + ("" if full is not None else " (waiting for full fine-tuning)"), fontsize=9)
-  axes.legend(fontsize=8)
+  if axes.get_legend_handles_labels()[0]:
+    axes.legend(fontsize=8)
   axes.grid(alpha=0.3)
 
 
@@ -131,7 +135,7 @@ def _ablation(fig, summary):
   axes.set_xlabel("last layer ablated")
   axes.set_ylabel("first layer ablated")
   baseline = spans.get("scores", {}).get("none")
-  axes.set_title("Change in accuracy (points) when the trained adapters of layers "
-                 "first..last are removed" + (f"; whole model {baseline:.2f}%"
-                                              if baseline is not None else ""), fontsize=9)
+  axes.set_title("Change in accuracy (points) with the trained adapters of layers first..last "
+                 "removed" + (f"\n(the whole adapted model: {baseline:.2f}%)"
+                              if baseline is not None else ""), fontsize=9)
   fig.colorbar(image, ax=axes, label="points against the whole adapted model")

@@ -229,7 +229,7 @@ def run_study(study: Study,
   outcomes = {}
   for number, trial in enumerate(study.trials, start=1):
     if trial.name in diverged:
-      outcomes[trial.name] = diverged[trial.name]
+      outcomes[trial.name] = dict(name=trial.name, diverged=diverged[trial.name]["diverged"])
       continue
     run_dir = os.path.join(root_dir, trial.name)
     log(f"[{number}/{len(study.trials)}] {trial.name}")

@@ -1,0 +1,194 @@
+"""Tests for studies: the grids, the reduction to points, and resuming a killed study.
+
+The resumption test trains real runs of the tiny random encoder on the colour task
+(`training/testing.py`); the others replace `run_task` by fakes.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from keras_adapters.analysis import studies
+from keras_adapters.training import task_runner
+from keras_adapters.training import testing
+from keras_adapters.training import trainer
+
+_BASE = task_runner.RunConfig(hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p",
+                              pooling="mean", epochs=2.0)
+
+
+class _Killed(BaseException):
+  """Stands for the process being killed: no `except Exception` catches it."""
+
+
+def _fake_results(score, trainable=100):
+  return dict(metrics=dict(validation=dict(accuracy=score)),
+              parameters=dict(trainable=trainable), train_seconds=60.0, total_seconds=90.0)
+
+
+class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
+
+  def test_tradeoff_grid(self):
+    study = studies.build_study("tradeoff", _BASE, [0, 1, 2], num_layers=6)
+    points = {trial.point for trial in study.trials}
+    sizes = sorted(dict(p)["adapter_size"] for p in points if dict(p)["method"] == "adapters")
+    self.assertEqual(sizes, [2, 4, 8, 16, 32, 64, 128, 256])
+    self.assertEqual(sorted(dict(p)["top_k"] for p in points if dict(p)["method"] == "top_k"),
+                     [1, 2, 3, 4, 5, 6])
+    self.assertLen(study.trials, (8 + 6 + 2) * 3)
+    for trial in study.trials:
+      if dict(trial.point)["method"] == "top_k":
+        self.assertEqual(trial.config.top_k, dict(trial.point)["top_k"])
+        self.assertEqual(trial.config.tuning, "top_k")
+    self.assertEqual(study.figure, "Figures 3-4")
+
+  def test_paper_budget_selects_among_the_papers_learning_rates(self):
+    study = studies.build_study("tradeoff", _BASE, [0], num_layers=2, paper=True)
+    rates = {trial.config.learning_rate for trial in study.trials}
+    self.assertEqual(rates, set(studies.PAPER_SWEEP_LEARNING_RATES))
+    study = studies.build_study("learning_rate", _BASE, [0], num_layers=2, paper=True)
+    self.assertEqual({trial.config.epochs for trial in study.trials}, {3.0, 20.0})
+
+  @parameterized.parameters(*studies.STUDIES)
+  def test_trials_have_distinct_folders_and_shared_settings_share_them(self, name):
+    study = studies.build_study(name, _BASE, [0, 1, 2], num_layers=6)
+    self.assertLen({trial.name for trial in study.trials}, len(study.trials))
+    # The paper's adapters (m=64, init 1e-2, their learning rate) are one folder everywhere.
+    self.assertIn("tuning=adapters,adapter_size=64,top_k=None,adapter_init_stddev=0.01,"
+                  "learning_rate=0.001,epochs=2,seed=0", {t.name for t in study.trials})
+
+  def test_init_scale_spans_1e_7_to_1(self):
+    study = studies.build_study("init_scale", _BASE, [0, 1, 2], num_layers=6)
+    stddevs = sorted({trial.config.adapter_init_stddev for trial in study.trials})
+    self.assertEqual((stddevs[0], stddevs[-1], len(stddevs)), (1e-7, 1.0, 8))
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, "Unknown study 'nope'"):
+      studies.build_study("nope", _BASE, [0], 6)
+    with self.assertRaisesRegex(ValueError, "at least one seed"):
+      studies.build_study("tradeoff", _BASE, [], 6)
+
+
+class ReducePointsTest(tf.test.TestCase):
+
+  def test_best_option_by_mean_over_seeds_with_sem(self):
+    config = studies._method(_BASE, "adapters", 6)
+    trials = [studies.Trial((("method", "adapters"),),
+                            dataclasses.replace(config, learning_rate=rate, seed=seed))
+              for rate in (1e-4, 1e-3) for seed in (0, 1, 2)]
+    scores = {1e-4: [80.0, 90.0, 70.0], 1e-3: [82.0, 84.0, 86.0]}
+    outcomes = {t.name: dict(score=scores[t.config.learning_rate][t.config.seed],
+                             trainable_parameters=7)
+                for t in trials}
+    (point,) = studies.reduce_points(trials, outcomes)
+    self.assertEqual(point["option"], dict(learning_rate=1e-3, epochs=2.0))
+    self.assertAlmostEqual(point["mean"], 84.0)
+    self.assertAlmostEqual(point["sem"], 2.0 / 3 ** 0.5)  # std 2 (ddof 1) over sqrt(3)
+    self.assertEqual((point["seeds"], point["trainable_parameters"]), ([0, 1, 2], 7))
+
+  def test_diverged_seeds_are_counted_apart(self):
+    trials = studies.build_study("init_scale", _BASE, [0, 1], 6).trials[:2]
+    outcomes = {trials[0].name: dict(score=50.0, trainable_parameters=1),
+                trials[1].name: dict(diverged="loss nan")}
+    (point,) = studies.reduce_points(trials, outcomes)
+    self.assertEqual((point["mean"], point["sem"], point["diverged"]), (50.0, 0.0, 1))
+    (point,) = studies.reduce_points(trials, {trials[1].name: dict(diverged="nan")})
+    self.assertIsNone(point["mean"])
+
+
+class RunStudyTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = os.path.join(self.get_temp_dir(), self._testMethodName)
+    shutil.rmtree(self.root, ignore_errors=True)
+    self.spec, self.splits = testing.colour_task()
+
+  def _study(self):
+    config = testing.run_config(pooling="mean")
+    return studies.Study("init_scale", "Figure 6 (right)", tuple(
+        studies.Trial((("adapter_init_stddev", stddev),),
+                      dataclasses.replace(config, adapter_init_stddev=stddev))
+        for stddev in (1e-3, 1e-2)))
+
+  def test_a_killed_study_resumes_without_training_finished_runs_again(self):
+    study, summary_path = self._study(), os.path.join(self.root, "analysis", "init_scale.json")
+    runs_dir = os.path.join(self.root, "runs")
+    calls = []
+
+    def killed_at_the_second_run(*args, **kwargs):
+      calls.append(args[3])
+      if len(calls) == 2:
+        raise _Killed()
+      return task_runner.run_task(*args, **kwargs)
+
+    with self.assertRaises(_Killed):
+      studies.run_study(study, self.spec, self.splits, runs_dir, summary_path,
+                        studies.CPU_BUDGET, run_fn=killed_at_the_second_run, log=lambda _: 0)
+    # The JSON was written after the first run, before the kill.
+    with open(summary_path, encoding="utf-8") as f:
+      written = json.load(f)
+    self.assertFalse(written["complete"])
+    self.assertEqual(written["budget"]["runs_finished"], 1)
+    first_dir = os.path.join(runs_dir, study.trials[0].name)
+    marker = os.path.join(first_dir, trainer.COMPLETION_MARKER)
+    stamps = {name: os.path.getmtime(os.path.join(first_dir, name))
+              for name in (trainer.COMPLETION_MARKER, task_runner.RESULTS_FILE)}
+    with open(marker, encoding="utf-8") as f:
+      trained = json.load(f)
+
+    lines = []
+    summary = studies.run_study(study, self.spec, self.splits, runs_dir, summary_path,
+                                studies.CPU_BUDGET, log=lines.append)
+    self.assertIn("2 runs, 1 finished already", lines[0])
+    # The first run was returned from its folder, not trained again.
+    self.assertEqual({name: os.path.getmtime(os.path.join(first_dir, name)) for name in stamps},
+                     stamps)
+    with open(marker, encoding="utf-8") as f:
+      self.assertEqual(json.load(f), trained)
+    self.assertTrue(summary["complete"])
+    self.assertEqual([p["adapter_init_stddev"] for p in summary["points"]], [1e-3, 1e-2])
+    budget = summary["budget"]
+    self.assertEqual((budget["runs_finished"], budget["train_examples"],
+                      budget["eval_examples"]), (2, 18, 6))
+    self.assertGreater(budget["train_minutes"], 0)
+    self.assertGreaterEqual(budget["run_minutes"], budget["train_minutes"])
+
+  def test_diverged_runs_are_recorded_and_not_run_again(self):
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    calls = []
+
+    def run_fn(spec, splits, config, model_dir, **kwargs):
+      calls.append(config.adapter_init_stddev)
+      self.assertEqual(sorted(splits), ["train", "validation"])  # The test split stays unseen.
+      if config.adapter_init_stddev == 1e-2:
+        raise trainer.TrainingDivergedError("Training diverged at step 2: loss nan.")
+      return _fake_results(0.5)
+
+    for _ in range(2):
+      summary = studies.run_study(study, self.spec, self.splits, self.root, summary_path,
+                                  studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0,
+                                  note="a caveat")
+    self.assertEqual(calls, [1e-3, 1e-2, 1e-3])  # The fake returns; run_task would not train.
+    self.assertEqual(summary["budget"]["runs_diverged"], 1)
+    self.assertIn("loss nan", summary["runs"][1]["diverged"])
+    self.assertEqual(summary["points"][1]["diverged"], 1)
+    self.assertEqual(summary["note"], "a caveat")
+
+  def test_later_additions_to_the_summary_are_kept(self):
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    arguments = (study, self.spec, self.splits, self.root, summary_path, studies.CPU_BUDGET)
+    summary = studies.run_study(*arguments, run_fn=lambda *a, **k: _fake_results(0.5),
+                                log=lambda _: 0)
+    studies.write_json(summary_path, dict(summary, ablation=dict(scores={"none": 50.0})))
+    summary = studies.run_study(*arguments, run_fn=lambda *a, **k: _fake_results(0.5),
+                                log=lambda _: 0)
+    self.assertEqual(summary["ablation"], dict(scores={"none": 50.0}))
+
+
+if __name__ == "__main__":
+  tf.test.main()

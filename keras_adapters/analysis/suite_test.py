@@ -1,0 +1,125 @@
+"""Tests for suite: the table over tasks, aggregated on hand-made comparisons."""
+
+import json
+import os
+import shutil
+
+import tensorflow as tf
+
+from keras_adapters.analysis import suite
+
+_BASE = 20_000_000
+
+
+def _row(method, scores, trainable, percent=True):
+  return dict(method=method, scores=scores, seeds=list(range(len(scores))),
+              mean=0.0, sem=0.0,  # Stale on purpose: the suite recomputes them.
+              trainable_parameters=trainable,
+              trainable_percent_of_base=100.0 * trainable / _BASE if percent else None)
+
+
+def _comparison(task, rows, train_examples=2000):
+  return dict(task=task, metric="accuracy", eval_split="test", eval_examples=100,
+              train_examples=train_examples, epochs=2.0, max_seq_length=128, batch_size=32,
+              rows=rows)
+
+
+_COMPARISONS = dict(
+    alpha=_comparison("alpha", [
+        _row("adapters", [80.0, 82.0, 84.0], 600_000), _row("full", [81.0, 83.0, 85.0], 19_900_000),
+        _row("top_k", [79.0, 80.0, 81.0], 5_000_000), _row("layer_norm", [70.0, 70.0, 70.0], 10_000),
+        _row("tfidf_logreg", [60.0], 16_000, percent=False)]),
+    beta=_comparison("beta", [
+        _row("adapters", [90.0, 91.0, 92.0], 700_000), _row("full", [95.0, 95.0, 95.0], 19_900_500),
+        _row("top_k", [94.0, 96.0], 5_000_500), _row("layer_norm", [88.0, 89.0, 90.0], 10_500)],
+        train_examples=1500))
+
+
+class BuildSuiteTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.suite = suite.build_suite(_COMPARISONS)
+
+  def test_cells_are_mean_and_sem_of_the_scores(self):
+    cell = self.suite["cells"]["alpha"]["adapters"]
+    self.assertAlmostEqual(cell["mean"], 82.0)
+    self.assertAlmostEqual(cell["sem"], 2.0 / 3 ** 0.5)  # scipy.stats.sem: std (ddof 1) / sqrt(n)
+    self.assertAlmostEqual(self.suite["cells"]["beta"]["top_k"]["sem"], 1.0)
+    self.assertEqual(self.suite["cells"]["alpha"]["tfidf_logreg"]["sem"], 0.0)
+
+  def test_average_over_the_tasks_that_have_the_method(self):
+    average = self.suite["average"]
+    self.assertAlmostEqual(average["adapters"]["mean"], (82.0 + 91.0) / 2)
+    self.assertAlmostEqual(average["top_k"]["mean"], (80.0 + 95.0) / 2)
+    self.assertEqual(average["tfidf_logreg"], dict(mean=60.0, tasks=1))
+    self.assertEqual(self.suite["methods"],
+                     ["adapters", "full", "top_k", "layer_norm", "tfidf_logreg"])
+
+  def test_parameters_for_serving_every_task(self):
+    self.assertEqual(self.suite["base_parameters"], _BASE)
+    serving = self.suite["serving"]
+    # One shared base plus each task's adapters, LayerNorms and head.
+    self.assertEqual(serving["adapters"]["total_parameters"], _BASE + 600_000 + 700_000)
+    self.assertAlmostEqual(serving["adapters"]["base_multiple"], 1.065)
+    self.assertEqual(serving["layer_norm"]["total_parameters"], _BASE + 20_500)
+    self.assertEqual(serving["top_k"]["total_parameters"], _BASE + 10_000_500)
+    # A whole trained model per task.
+    self.assertEqual(serving["full"]["total_parameters"], 39_800_500)
+    self.assertAlmostEqual(serving["full"]["base_multiple"], 1.990025)
+    self.assertEqual(serving["tfidf_logreg"], dict(tasks=1, total_parameters=16_000,
+                                                    base_multiple=0.0008))
+
+  def test_markdown(self):
+    table = suite.markdown_table(self.suite)
+    self.assertIn("| alpha | accuracy | 2,000 | 2 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "
+                  "| 70.00 ± 0.00 | 60.00 (1) |", table)
+    self.assertIn("| beta | accuracy | 1,500 | 2 | 91.00 ± 0.58 | 95.00 ± 0.00 | 95.00 ± 1.00 (2) "
+                  "| 89.00 ± 0.58 | – |", table)
+    self.assertIn("| average | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |", table)
+    self.assertIn("| total params, 2 tasks | | | | 1.06× (21.3M) | 1.99× (39.8M) | 1.50× (30.0M) "
+                  "| 1.00× (20.0M) | 0.00× (0.0M) (1 of 2 tasks) |", table)
+
+  def test_different_bases_are_refused(self):
+    other = _comparison("gamma", [_row("adapters", [1.0], 600_000)])
+    other["rows"][0]["trainable_percent_of_base"] = 1.0
+    with self.assertRaisesRegex(ValueError, "different bases"):
+      suite.build_suite(dict(_COMPARISONS, gamma=other))
+
+
+class RunSuiteTest(tf.test.TestCase):
+
+  def test_only_incomplete_tasks_are_compared_and_the_files_are_written(self):
+    root = os.path.join(self.get_temp_dir(), "results")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(os.path.join(root, "alpha"))
+    with open(os.path.join(root, "alpha", "comparison.json"), "w", encoding="utf-8") as f:
+      json.dump(_COMPARISONS["alpha"], f)
+    # beta has no comparison at all; gamma lacks top_k.
+    partial = _comparison("gamma", [row for row in _COMPARISONS["beta"]["rows"]
+                                    if row["method"] != "top_k"])
+    os.makedirs(os.path.join(root, "gamma"))
+    with open(os.path.join(root, "gamma", "comparison.json"), "w", encoding="utf-8") as f:
+      json.dump(partial, f)
+    calls = []
+
+    def run_comparison(task, comparison):
+      calls.append((task, comparison))
+      return _COMPARISONS["beta"]
+
+    written = suite.run_suite(["alpha", "beta", "gamma"], root, run_comparison,
+                              log=lambda _: 0)
+    self.assertEqual(calls, [("beta", None), ("gamma", partial)])
+    with open(os.path.join(root, "suite.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f), json.loads(json.dumps(written)))
+    with open(os.path.join(root, "suite.md"), encoding="utf-8") as f:
+      self.assertEqual(f.read(), suite.markdown_table(written))
+    self.assertEqual([task["task"] for task in written["tasks"]], ["alpha", "beta", "gamma"])
+
+  def test_missing_methods(self):
+    self.assertEqual(suite.missing_methods(None), list(suite.BERT_METHODS))
+    self.assertEqual(suite.missing_methods(_COMPARISONS["alpha"]), [])
+
+
+if __name__ == "__main__":
+  tf.test.main()
