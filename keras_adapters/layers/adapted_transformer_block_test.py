@@ -139,7 +139,7 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     attention_bias = bias if adapter_name == "attention_adapter" else 0.0
     feedforward_bias = bias if adapter_name == "feedforward_adapter" else 0.0
 
-    attention = block.self_attention(x, x, training=False)
+    attention = block.self_attention(x, training=False)
     a = block.self_attention_layer_norm(x + (attention + attention_bias))
     feedforward = block.output_dense(block.intermediate(a))
     expected = block.output_layer_norm(a + (feedforward + feedforward_bias))
@@ -162,7 +162,7 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     block = _block(adapter_size=4)
     block(x)
     _randomize(block, seed=5)
-    attention = block.self_attention(x, x, training=False)
+    attention = block.self_attention(x, training=False)
     a = block.self_attention_layer_norm(x + block.attention_adapter(attention))
     feedforward = block.output_dense(block.intermediate(a))
     expected = block.output_layer_norm(a + block.feedforward_adapter(feedforward))
@@ -239,6 +239,17 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     block = _block(num_heads=3)
     with self.assertRaisesRegex(ValueError, r"16.*num_heads=3"):
       block(_inputs())
+
+  @parameterized.named_parameters(("exact", "gelu", False), ("tanh", "gelu_approximate", True))
+  def test_gelu_activations_equal_keras(self, name, approximate):
+    """"gelu" is Keras' exact GELU and "gelu_approximate" its tanh form, values and gradients."""
+    x = tf.constant(np.linspace(-8.0, 8.0, 1001), tf.float32)
+    ours = adapted_transformer_block._activation(name)
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch(x)
+      got, expected = ours(x), keras.activations.gelu(x, approximate=approximate)
+    self.assertAllClose(got, expected, atol=1e-6)
+    self.assertAllClose(tape.gradient(got, x), tape.gradient(expected, x), atol=1e-5)
 
 
 if __name__ == "__main__":

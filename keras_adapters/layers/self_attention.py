@@ -1,0 +1,105 @@
+"""BERT's multi-head self-attention, computed with 2-D matrix products."""
+
+import math
+
+import tensorflow as tf
+import tf_keras as keras
+
+# The projections into heads, and the one out of them (Keras' sub-layer names).
+_INPUT_PROJECTIONS = ("query", "key", "value")
+_OUTPUT_PROJECTION = "attention_output"
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class SelfAttention(keras.layers.Layer):
+  """Multi-head self-attention with the variables of Keras `MultiHeadAttention`.
+
+  The variables have the names and shapes of Keras' (and the Model Garden's) attention:
+  `query/kernel` `[hidden, heads, head_size]` and `query/bias` `[heads, head_size]`, the same
+  for `key` and `value`, `attention_output/kernel` `[heads, head_size, hidden]` and
+  `attention_output/bias` `[hidden]`, so TF Hub BERT variables load into it by name. The
+  computation is the same too (queries scaled by `1/sqrt(head_size)`, masked softmax, dropout
+  on the probabilities), but each projection is one 2-D `MatMul` over `[batch * seq, hidden]`
+  instead of Keras' 3-D `Einsum`. On CPU that runs the projections about 1.5 times faster,
+  and `MatMul`'s gradient skips the kernel's gradient when the kernel is frozen, which
+  `Einsum`'s does not.
+
+  Example:
+  >>> attention = SelfAttention(num_heads=2)
+  >>> attention(tf.zeros([2, 5, 32])).shape
+  TensorShape([2, 5, 32])
+
+  Args:
+    num_heads: Number of attention heads; must divide the hidden size.
+    dropout_rate: Dropout on the attention probabilities.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, num_heads, dropout_rate=0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.num_heads = num_heads
+    self.dropout_rate = dropout_rate
+
+  def build(self, input_shape):
+    hidden_size = tf.TensorShape(input_shape)[-1]
+    if hidden_size % self.num_heads:
+      raise ValueError(
+          f"The hidden size {hidden_size} is not a multiple of num_heads={self.num_heads}.")
+    head_size = hidden_size // self.num_heads
+    heads = [self.num_heads, head_size]
+    self._kernels, self._biases = {}, {}
+    for name in _INPUT_PROJECTIONS + (_OUTPUT_PROJECTION,):
+      kernel_shape, bias_shape = (
+          ([hidden_size] + heads, heads) if name != _OUTPUT_PROJECTION
+          else (heads + [hidden_size], [hidden_size]))
+      # Scoped so the names read ".../self_attention/query/kernel", as Keras' sub-layers do.
+      with tf.name_scope(name):
+        self._kernels[name] = self.add_weight(
+            "kernel", kernel_shape, initializer=keras.initializers.GlorotUniform())
+        self._biases[name] = self.add_weight("bias", bias_shape, initializer="zeros")
+    # In the layer's policy, so mixed precision keeps the probabilities in float16.
+    self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    super().build(input_shape)
+
+  def call(self, inputs, attention_mask=None, training=None):
+    """Attends from every position of `inputs` to every position allowed by the mask.
+
+    Args:
+      inputs: `[batch, seq, hidden]`.
+      attention_mask: Optional boolean `[batch, seq, seq]` or `[batch, 1, seq]` (the same for
+        every query): `True` where a query may attend to a key.
+      training: Whether dropout is on.
+
+    Returns:
+      `[batch, seq, hidden]`.
+    """
+    batch_size, seq_length = tf.shape(inputs)[0], tf.shape(inputs)[1]
+    hidden_size = inputs.shape[-1]
+    head_size = hidden_size // self.num_heads
+    tokens = tf.reshape(inputs, [-1, hidden_size])
+
+    def heads(name):
+      """A projection of every token, `[batch, heads, seq, head_size]`."""
+      projected = tf.matmul(tokens, tf.reshape(self._kernels[name], [hidden_size, -1]))
+      projected = tf.reshape(
+          projected + tf.reshape(self._biases[name], [-1]),
+          [batch_size, seq_length, self.num_heads, head_size])
+      return tf.transpose(projected, [0, 2, 1, 3])
+
+    query = heads("query") * tf.cast(1.0 / math.sqrt(head_size), inputs.dtype)
+    scores = tf.matmul(query, heads("key"), transpose_b=True)
+    if attention_mask is not None:
+      # Masked keys get a large negative score, as in Keras' masked softmax.
+      blocked = 1.0 - tf.cast(attention_mask[:, tf.newaxis], scores.dtype)
+      scores += blocked * (tf.float16.min if scores.dtype == tf.float16 else -1e9)
+    probabilities = self.attention_dropout(tf.nn.softmax(scores), training=training)
+    context = tf.transpose(tf.matmul(probabilities, heads("value")), [0, 2, 1, 3])
+    output = tf.matmul(tf.reshape(context, [-1, hidden_size]),
+                       tf.reshape(self._kernels[_OUTPUT_PROJECTION], [hidden_size, -1]))
+    output += self._biases[_OUTPUT_PROJECTION]
+    return tf.reshape(output, [batch_size, seq_length, hidden_size])
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"num_heads": self.num_heads, "dropout_rate": self.dropout_rate})
+    return config

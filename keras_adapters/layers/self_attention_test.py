@@ -1,0 +1,111 @@
+"""Tests for BERT's self-attention computed with 2-D matrix products."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.layers import self_attention
+
+_HEADS, _HIDDEN = 4, 16
+
+
+def _inputs(seed=0):
+  return tf.constant(np.random.RandomState(seed).normal(size=[3, 7, _HIDDEN]), tf.float32)
+
+
+def _mask(seed=0):
+  """[batch, 1, seq]: a random pattern of allowed keys, at least one per example."""
+  allowed = np.random.RandomState(seed).rand(3, 1, 7) > 0.4
+  allowed[:, :, 0] = True
+  return tf.constant(allowed)
+
+
+def _twins(dropout_rate=0.0):
+  """Our layer and Keras' `MultiHeadAttention`, built, holding the same random weights."""
+  ours = self_attention.SelfAttention(_HEADS, dropout_rate=dropout_rate, name="self_attention")
+  theirs = keras.layers.MultiHeadAttention(
+      _HEADS, _HIDDEN // _HEADS, dropout=dropout_rate, name="self_attention")
+  ours(_inputs())
+  theirs(_inputs(), _inputs())
+  rng = np.random.RandomState(1)
+  for our_weight, their_weight in zip(ours.weights, theirs.weights):
+    value = rng.normal(scale=0.5, size=our_weight.shape)
+    our_weight.assign(value)
+    their_weight.assign(value)
+  return ours, theirs
+
+
+class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_variables_have_keras_names_and_shapes(self):
+    """TF Hub / Model Garden attention variables map onto ours by name and shape."""
+    ours, theirs = _twins()
+    self.assertEqual([(w.name, w.shape) for w in ours.weights],
+                     [(w.name, w.shape) for w in theirs.weights])
+
+  @parameterized.named_parameters(
+      ("no_mask", None),
+      ("key_mask", _mask()),
+      ("full_mask", tf.constant(np.random.RandomState(3).rand(3, 7, 7) > 0.3)))
+  def test_equals_keras_multi_head_attention(self, mask):
+    """Same weights, same inputs and mask: the output of Keras' attention."""
+    if mask is not None:
+      mask = tf.logical_or(mask, tf.eye(7, batch_shape=[3], dtype=tf.bool)[:, :mask.shape[1]])
+    ours, theirs = _twins()
+    self.assertAllClose(ours(_inputs(), attention_mask=mask),
+                        theirs(_inputs(), _inputs(), attention_mask=mask), atol=1e-5)
+
+  def test_gradients_equal_keras_multi_head_attention(self):
+    """The gradients of inputs and of every weight match Keras' attention's."""
+    ours, theirs = _twins()
+    x = _inputs()
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch(x)
+      our_loss = tf.reduce_sum(tf.sin(ours(x, attention_mask=_mask())))
+      their_loss = tf.reduce_sum(tf.sin(theirs(x, x, attention_mask=_mask())))
+    self.assertAllClose(tape.gradient(our_loss, [x] + ours.weights),
+                        tape.gradient(their_loss, [x] + theirs.weights), atol=1e-4)
+
+  def test_masked_keys_do_not_matter(self):
+    """Changing the inputs at masked positions leaves the unmasked positions' outputs alone."""
+    ours, _ = _twins()
+    mask = tf.constant([[[True] * 5 + [False] * 2]] * 3)
+    changed = tf.concat([_inputs()[:, :5], _inputs(seed=9)[:, 5:]], axis=1)
+    self.assertAllClose(ours(_inputs(), attention_mask=mask)[:, :5],
+                        ours(changed, attention_mask=mask)[:, :5], atol=1e-6)
+
+  def test_dropout_only_when_training(self):
+    """Dropout on the probabilities changes the output in training only."""
+    ours, _ = _twins(dropout_rate=0.5)
+    reference = ours(_inputs(), training=False)
+    self.assertAllClose(ours(_inputs(), training=False), reference)
+    self.assertNotAllClose(ours(_inputs(), training=True), reference)
+
+  def test_float16_compute(self):
+    """Under mixed precision the output is float16 and close to the float32 one."""
+    ours, _ = _twins()
+    mixed = self_attention.SelfAttention(_HEADS, dtype="mixed_float16")
+    mixed(_inputs())
+    for mixed_weight, weight in zip(mixed.weights, ours.weights):
+      mixed_weight.assign(weight)
+    output = mixed(_inputs(), attention_mask=_mask())
+    self.assertEqual(output.dtype, tf.float16)
+    self.assertAllClose(tf.cast(output, tf.float32), ours(_inputs(), attention_mask=_mask()),
+                        atol=0.1, rtol=0.02)
+
+  def test_get_config_round_trip(self):
+    """Every argument is in the config, and from_config builds an equal layer."""
+    layer = self_attention.SelfAttention(_HEADS, dropout_rate=0.3, name="attention")
+    config = layer.get_config()
+    self.assertEqual((config["num_heads"], config["dropout_rate"]), (_HEADS, 0.3))
+    self.assertEqual(self_attention.SelfAttention.from_config(config).get_config(), config)
+
+  def test_heads_must_divide_hidden_size(self):
+    """A head count that does not divide the width is a clear error."""
+    with self.assertRaisesRegex(ValueError, "not a multiple of num_heads=3"):
+      self_attention.SelfAttention(3)(_inputs())
+
+
+if __name__ == "__main__":
+  tf.test.main()
