@@ -161,7 +161,9 @@ def _run_suite(config, budget):
         list(method_comparison.METHODS), seeds, os.path.join(model_dir, task),
         os.path.join(results_dir, task), num_layers)
 
-  suite = suite_lib.run_suite(tasks, results_dir, run_comparison)
+  suite = suite_lib.run_suite(
+      tasks, results_dir, run_comparison,
+      notes={task: builtin_datasets.BUILTIN_TASKS[task].description for task in tasks})
   print(suite_lib.markdown_table(suite))
   print(f"Written: {results_dir}/{suite_lib.SUITE_JSON} and {suite_lib.SUITE_MARKDOWN}")
 

@@ -223,7 +223,7 @@ def run_study(study: Study,
   pending = [trial for trial in study.trials if not os.path.isfile(
       os.path.join(root_dir, trial.name, task_runner.RESULTS_FILE))
              and trial.name not in diverged]
-  log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} runs, "
+  log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} run(s), "
       f"{len(study.trials) - len(pending)} finished already. "
       + budget_line(budget, splits, study.trials))
   outcomes = {}

@@ -144,7 +144,7 @@ class RunStudyTest(tf.test.TestCase):
     lines = []
     summary = studies.run_study(study, self.spec, self.splits, runs_dir, summary_path,
                                 studies.CPU_BUDGET, log=lines.append)
-    self.assertIn("2 runs, 1 finished already", lines[0])
+    self.assertIn("2 run(s), 1 finished already", lines[0])
     # The first run was returned from its folder, not trained again.
     self.assertEqual({name: os.path.getmtime(os.path.join(first_dir, name)) for name in stamps},
                      stamps)

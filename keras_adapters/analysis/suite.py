@@ -50,6 +50,7 @@ def missing_methods(comparison: Optional[Mapping[str, Any]]) -> List[str]:
 
 def run_suite(tasks: Sequence[str], results_dir: str,
               run_comparison: Callable[[str, Optional[Mapping[str, Any]]], Mapping[str, Any]],
+              notes: Optional[Mapping[str, str]] = None,
               log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Completes every task's comparison, then writes `suite.json` and `suite.md`.
 
@@ -59,6 +60,8 @@ def run_suite(tasks: Sequence[str], results_dir: str,
     run_comparison: Given a task lacking a BERT method and its comparison so far (or
       `None`), runs the comparison of every BERT method (finished runs are not trained
       again) and returns the summary it wrote to `<results_dir>/<task>/comparison.json`.
+    notes: Task → what a reader of its row must know (the data, a caveat), shown under the
+      table.
     log: Where progress lines go.
 
   Returns:
@@ -75,7 +78,8 @@ def run_suite(tasks: Sequence[str], results_dir: str,
     else:
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison
-  suite = build_suite(comparisons)
+  suite = dict(build_suite(comparisons),
+               notes={task: notes[task] for task in tasks if task in (notes or {})})
   atomic_io.write_json(os.path.join(results_dir, SUITE_JSON), suite)
   atomic_io.write_text(os.path.join(results_dir, SUITE_MARKDOWN), markdown_table(suite))
   return suite
@@ -173,6 +177,7 @@ def markdown_table(suite: Mapping[str, Any]) -> str:
             f"({_count(base)} parameters): the base once plus each task's trained parameters "
             f"for {', '.join(SHARED_BASE_METHODS)}; each task's own trained model for the "
             "others (full fine-tuning: a whole model per task)."]
+  lines += [f"- `{task}`: {note}" for task, note in suite.get("notes", {}).items()]
   return "\n".join(lines) + "\n"
 
 

@@ -108,7 +108,10 @@ class RunSuiteTest(tf.test.TestCase):
       return _COMPARISONS["beta"]
 
     written = suite.run_suite(["alpha", "beta", "gamma"], root, run_comparison,
+                              notes=dict(beta="the base saw it.", delta="not in the table"),
                               log=lambda _: 0)
+    self.assertEqual(written["notes"], dict(beta="the base saw it."))
+    self.assertIn("\n- `beta`: the base saw it.\n", suite.markdown_table(written))
     self.assertEqual(calls, [("beta", None), ("gamma", partial)])
     with open(os.path.join(root, "suite.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(written)))

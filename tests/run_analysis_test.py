@@ -1,0 +1,150 @@
+"""End-to-end tests of the `experiments/run_analysis.py` command line.
+
+In process (a real command line parsed inside `flagsaver`, then `main`), on the tiny random
+encoder and a small CSV: the ablation study trains its one run, removes its adapters from
+every span of the 2 layers, writes its JSON and figure, and a rerun trains and scores nothing
+again; the suite builds its table from hand-made comparisons without running anything. In
+subprocesses, as a user runs it: bad usage ends with one line naming the flag, status 2.
+"""
+
+import concurrent.futures
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from unittest import mock
+
+from absl import flags
+from absl.testing import flagsaver
+import tensorflow as tf
+
+from experiments import run_analysis
+from keras_adapters.analysis import suite
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.training import testing
+from keras_adapters.training import trainer
+
+FLAGS = flags.FLAGS
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _main(argv):
+  """Parses `argv` like the command line and runs main; returns what it printed."""
+  printed = io.StringIO()
+  with flagsaver.flagsaver():
+    remaining = FLAGS(["run_analysis"] + argv)
+    with contextlib.redirect_stdout(printed):
+      run_analysis.main(remaining)
+  return printed.getvalue()
+
+
+def _comparison(task, scores):
+  rows = [dict(method=method, scores=[score, score + 1.0, score + 2.0], seeds=[0, 1, 2],
+               mean=score + 1.0, sem=0.58, trainable_parameters=parameters,
+               trainable_percent_of_base=100.0 * parameters / 1_000_000)
+          for method, score, parameters in zip(suite.BERT_METHODS, scores,
+                                               (20_000, 990_000, 300_000, 500))]
+  return dict(task=task, metric="accuracy", eval_split="test", eval_examples=50,
+              train_examples=2000, epochs=2.0, max_seq_length=128, batch_size=32, rows=rows)
+
+
+class RunAnalysisTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "run_analysis_test")
+    shutil.rmtree(cls.root, ignore_errors=True)
+    os.makedirs(cls.root)
+    cls.model_flags = [
+        f"--hub_handle={hub_testing.tiny_hub_handle()}",
+        f"--preprocess_handle={hub_testing.tiny_preprocess_handle(testing.SEQ_LENGTH)}",
+        f"--max_seq_length={testing.SEQ_LENGTH}", "--batch_size=8"]
+
+  def test_ablation_study_writes_its_figure_and_resumes_without_work(self):
+    data = testing.write_csv(os.path.join(self.root, "reviews.csv"))
+    model_dir, results_dir = (os.path.join(self.root, name) for name in ("runs", "results"))
+    argv = ["--study=ablation", f"--data_path={data}", "--text_column=review",
+            "--label_column=sentiment", f"--model_dir={model_dir}",
+            f"--results_dir={results_dir}", "--max_train_examples=0", "--epochs=1",
+            f"--split_manifest={os.path.join(self.root, 'split.json')}", *self.model_flags]
+    output = _main(argv)
+    self.assertIn("Study ablation (Figure 6 (left, centre)) on reviews: 1 run(s), 0 finished "
+                  "already. Budget cpu: 24 training examples, 1 epoch(s), batch 8, 16 tokens "
+                  "max; scored on 3 validation examples.", output)
+    self.assertRegex(output, r"Measured: 1 of 1 runs finished; \d+\.\d min of training")
+    summary_path = os.path.join(results_dir, "analysis", "ablation.json")
+    with open(summary_path, encoding="utf-8") as f:
+      summary = json.load(f)
+    self.assertTrue(summary["complete"])
+    self.assertEqual(sorted(summary["ablation"]["scores"]), ["0-0", "0-1", "1-1", "none"])
+    self.assertEqual(summary["ablation"]["changes"][1][0], None)  # Below the diagonal.
+    with open(os.path.join(results_dir, "analysis", "ablation.png"), "rb") as f:
+      self.assertTrue(f.read(8).startswith(b"\x89PNG"))
+    (run,) = summary["runs"]
+    marker = os.path.join(model_dir, run["name"], trainer.COMPLETION_MARKER)
+    trained_at = os.path.getmtime(marker)
+
+    with mock.patch.object(run_analysis.saving, "load_task_model") as load:
+      output = _main(argv)
+    load.assert_not_called()  # Every span was scored already.
+    self.assertIn("1 run(s), 1 finished already", output)
+    self.assertEqual(os.path.getmtime(marker), trained_at)
+    with open(summary_path, encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["ablation"], summary["ablation"])
+
+  def test_suite_reads_complete_comparisons_and_writes_the_table(self):
+    results_dir = os.path.join(self.root, "suite_results")
+    for task, scores in (("airline", (80.0, 81.0, 82.0, 75.0)),
+                         ("bbc_news", (95.0, 96.0, 97.0, 90.0))):
+      os.makedirs(os.path.join(results_dir, task))
+      with open(os.path.join(results_dir, task, "comparison.json"), "w",
+                encoding="utf-8") as f:
+        json.dump(_comparison(task, scores), f)
+    model_dir = os.path.join(self.root, "suite_runs")
+    output = _main(["--study=suite", "--tasks=airline,bbc_news", f"--results_dir={results_dir}",
+                    f"--model_dir={model_dir}", *self.model_flags])
+    self.assertFalse(os.path.exists(model_dir))  # Nothing was run.
+    self.assertIn("- `airline`: Crowdflower US airline tweets", output)
+    self.assertIn("| average | | | | 88.50 | 89.50 | 90.50 | 83.50 |", output)
+    self.assertIn("| total params, 2 tasks | | | | 1.04× (1.0M) | 1.98× (2.0M) |", output)
+    with open(os.path.join(results_dir, "suite.md"), encoding="utf-8") as f:
+      self.assertIn(f.read(), output)
+    with open(os.path.join(results_dir, "suite.json"), encoding="utf-8") as f:
+      self.assertEqual([task["task"] for task in json.load(f)["tasks"]],
+                       ["airline", "bbc_news"])
+
+
+def _run(*args):
+  env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+  return subprocess.run([sys.executable, os.path.join("experiments", "run_analysis.py"), *args],
+                        cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
+
+
+class CommandLineErrorsTest(tf.test.TestCase):
+
+  def test_bad_usage_is_one_line_naming_the_flag(self):
+    cases = {
+        ("--study=nope",): "--study=nope",
+        (): "--study is required",
+        ("--study=tradeoff", "--learning_rate=0.1"): "--learning_rate is set by --study=tradeoff",
+        ("--study=suite", "--tasks=airline,nope"): "--tasks=airline,nope: nope is no built-in",
+        ("--study=ablation", "--tasks=airline"): "--tasks is for --study=suite",
+        ("--study=init_scale", "--seeds=a"): "--seeds=a",
+    }
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+      results = dict(zip(cases, pool.map(lambda args: _run(*args), cases)))
+    for args, expected in cases.items():
+      result = results[args]
+      lines = result.stderr.strip().splitlines()
+      self.assertEqual(result.returncode, 2, (args, result.stderr))
+      self.assertLen(lines, 1, (args, result.stderr))
+      self.assertStartsWith(lines[0], "run_analysis.py: error: ")
+      self.assertIn(expected, lines[0])
+
+
+if __name__ == "__main__":
+  tf.test.main()
