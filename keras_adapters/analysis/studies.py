@@ -73,7 +73,7 @@ class Budget:
   epochs: float
 
 
-# Each study finishes in well under an hour on 2 CPU cores with the embedded 6-layer base.
+# Sized for 2 CPU cores and the embedded 6-layer base: 32 steps of batch 32 per run.
 CPU_BUDGET = Budget("cpu", max_train_examples=500, epochs=2.0)
 # The paper's: the whole training split, 20 epochs (its shortest for the additional tasks).
 PAPER_BUDGET = Budget("paper", max_train_examples=0, epochs=20.0)

@@ -13,6 +13,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from keras_adapters.analysis import studies
+from keras_adapters.training import method_comparison
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing
 from keras_adapters.training import trainer
@@ -76,7 +77,7 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
 class ReducePointsTest(tf.test.TestCase):
 
   def test_best_option_by_mean_over_seeds_with_sem(self):
-    config = studies._method(_BASE, "adapters", 6)
+    config = method_comparison.method_config(_BASE, "adapters", 6)
     trials = [studies.Trial((("method", "adapters"),),
                             dataclasses.replace(config, learning_rate=rate, seed=seed))
               for rate in (1e-4, 1e-3) for seed in (0, 1, 2)]

@@ -26,11 +26,14 @@ def _comparison(task, rows, train_examples=2000):
 
 _COMPARISONS = dict(
     alpha=_comparison("alpha", [
-        _row("adapters", [80.0, 82.0, 84.0], 600_000), _row("full", [81.0, 83.0, 85.0], 19_900_000),
-        _row("top_k", [79.0, 80.0, 81.0], 5_000_000), _row("layer_norm", [70.0, 70.0, 70.0], 10_000),
+        _row("adapters", [80.0, 82.0, 84.0], 600_000),
+        _row("full", [81.0, 83.0, 85.0], 19_900_000),
+        _row("top_k", [79.0, 80.0, 81.0], 5_000_000),
+        _row("layer_norm", [70.0, 70.0, 70.0], 10_000),
         _row("tfidf_logreg", [60.0], 16_000, percent=False)]),
     beta=_comparison("beta", [
-        _row("adapters", [90.0, 91.0, 92.0], 700_000), _row("full", [95.0, 95.0, 95.0], 19_900_500),
+        _row("adapters", [90.0, 91.0, 92.0], 700_000),
+        _row("full", [95.0, 95.0, 95.0], 19_900_500),
         _row("top_k", [94.0, 96.0], 5_000_500), _row("layer_norm", [88.0, 89.0, 90.0], 10_500)],
         train_examples=1500))
 
@@ -74,11 +77,12 @@ class BuildSuiteTest(tf.test.TestCase):
     table = suite.markdown_table(self.suite)
     self.assertIn("| alpha | accuracy | 2,000 | 2 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "
                   "| 70.00 ± 0.00 | 60.00 (1) |", table)
-    self.assertIn("| beta | accuracy | 1,500 | 2 | 91.00 ± 0.58 | 95.00 ± 0.00 | 95.00 ± 1.00 (2) "
-                  "| 89.00 ± 0.58 | – |", table)
-    self.assertIn("| average | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |", table)
-    self.assertIn("| total params, 2 tasks | | | | 1.06× (21.3M) | 1.99× (39.8M) | 1.50× (30.0M) "
-                  "| 1.00× (20.0M) | 0.00× (0.0M) (1 of 2 tasks) |", table)
+    self.assertIn("| beta | accuracy | 1,500 | 2 | 91.00 ± 0.58 | 95.00 ± 0.00 | "
+                  "95.00 ± 1.00 (2) | 89.00 ± 0.58 | – |", table)
+    self.assertIn("| average | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |",
+                  table)
+    self.assertIn("| total params, 2 tasks | | | | 1.06× (21.3M) | 1.99× (39.8M) | "
+                  "1.50× (30.0M) | 1.00× (20.0M) | 0.00× (0.0M) (1 of 2 tasks) |", table)
 
   def test_different_bases_are_refused(self):
     other = _comparison("gamma", [_row("adapters", [1.0], 600_000)])
