@@ -80,10 +80,8 @@ class SelfAttention(keras.layers.Layer):
 
     def heads(name):
       """A projection of every token, `[batch, heads, seq, head_size]`."""
-      projected = tf.matmul(tokens, tf.reshape(self._kernels[name], [hidden_size, -1]))
-      projected = tf.reshape(
-          projected + tf.reshape(self._biases[name], [-1]),
-          [batch_size, seq_length, self.num_heads, head_size])
+      projected = _dense(tokens, self._kernels[name], self._biases[name], hidden_size)
+      projected = tf.reshape(projected, [batch_size, seq_length, self.num_heads, head_size])
       return tf.transpose(projected, [0, 2, 1, 3])
 
     query = heads("query") * tf.cast(1.0 / math.sqrt(head_size), inputs.dtype)
@@ -94,12 +92,20 @@ class SelfAttention(keras.layers.Layer):
       scores += blocked * (tf.float16.min if scores.dtype == tf.float16 else -1e9)
     probabilities = self.attention_dropout(tf.nn.softmax(scores), training=training)
     context = tf.transpose(tf.matmul(probabilities, heads("value")), [0, 2, 1, 3])
-    output = tf.matmul(tf.reshape(context, [-1, hidden_size]),
-                       tf.reshape(self._kernels[_OUTPUT_PROJECTION], [hidden_size, -1]))
-    output += self._biases[_OUTPUT_PROJECTION]
+    output = _dense(tf.reshape(context, [-1, hidden_size]), self._kernels[_OUTPUT_PROJECTION],
+                    self._biases[_OUTPUT_PROJECTION], hidden_size)
     return tf.reshape(output, [batch_size, seq_length, hidden_size])
 
   def get_config(self):
     config = super().get_config()
     config.update({"num_heads": self.num_heads, "dropout_rate": self.dropout_rate})
     return config
+
+
+def _dense(tokens, kernel, bias, hidden_size):
+  """`tokens @ kernel + bias` with the kernel and bias flattened to 2-D and 1-D.
+
+  `bias_add` rather than `+`, so that TensorFlow's graph optimiser fuses it into the `MatMul`.
+  """
+  return tf.nn.bias_add(tf.matmul(tokens, tf.reshape(kernel, [hidden_size, -1])),
+                        tf.reshape(bias, [-1]))
