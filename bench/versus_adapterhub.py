@@ -335,7 +335,9 @@ def main(argv):
       rounds.append(this_round)
   summary = summarize(rounds)
   record = dict(benchmark="versus_adapterhub", machine=harness.machine_info(),
-                settings=dict(forwarded, rounds=FLAGS.rounds, airline_steps=FLAGS.airline_steps,
+                # The harness lives beside the repository: recorded relative to it.
+                settings=dict(forwarded, peer_dir=os.path.relpath(FLAGS.peer_dir, _REPO_DIR),
+                              rounds=FLAGS.rounds, airline_steps=FLAGS.airline_steps,
                               adapter_size=harness.ADAPTER_SIZE, num_classes=_NUM_CLASSES),
                 summary=summary, rounds=rounds)
   harness.write_record(FLAGS.output, record)
