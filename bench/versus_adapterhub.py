@@ -45,7 +45,6 @@ import tensorflow as tf
 import harness
 import keras_adapters
 from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import splits as splits_lib
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BENCH_DIR = os.path.join(_REPO_DIR, "bench")
@@ -164,13 +163,12 @@ def _measure_theirs(work_dir):
 
 def _write_airline_tsvs(folder):
   """The recorded airline split as the harness's train/dev/test TSVs (`text<TAB>label`)."""
-  spec, examples = builtin_datasets.load_builtin_task("airline")
+  spec, splits = builtin_datasets.split_builtin_task(
+      "airline", os.path.join(_REPO_DIR, "experiments", "splits", "airline.json"))
   if tuple(spec.label_names) != _AIRLINE_LABELS:
     raise RuntimeError(f"Airline labels {spec.label_names} are not the harness's "
                        f"{_AIRLINE_LABELS}.")
-  manifest = os.path.join(_REPO_DIR, "experiments", "splits", "airline.json")
-  for name, split in zip(("train", "dev", "test"),
-                         splits_lib.split_with_manifest(manifest, spec, examples)):
+  for name, split in zip(("train", "dev", "test"), splits):
     (texts,) = split.texts
     with open(os.path.join(folder, f"{name}.tsv"), "w", encoding="utf-8") as f:
       f.write("text\tlabel\n")
@@ -238,7 +236,7 @@ def summarize(rounds):
     with airline rounds, `airline` (median examples/s of each side and the speed-up against its
     minimum).
   """
-  median = lambda values: statistics.median(values)
+  median = statistics.median
   summary = dict(
       ms={side: {mode: median([r[side][mode]["median_ms"] for r in rounds])
                  for mode in _SETUP_OF_MODE} for side in ("ours", "theirs")},
