@@ -13,8 +13,10 @@ default; `--data_path` for a file), scores them on the recorded validation split
 shared by the studies, so a setting two studies share trains once, a finished run is never
 trained again and a killed study resumes where it stopped. The budget is stated before the
 first run and measured (the runs' own training time) at the end. The default budget suits 2
-CPU cores (500 training examples, 2 epochs); `--paper_budget` is the paper's (the whole
-training split, 20 epochs, its grids); `--max_train_examples` and `--epochs` override either.
+CPU cores (1,000 training examples, 2 epochs, batch 16); `--paper_budget` is the paper's (the
+whole training split, 20 epochs, batch 32, its grids); `--max_train_examples`, `--epochs` and
+`--batch_size` override either. A study's JSON records its finished runs, so committed JSON
+resumes a study on a fresh clone.
 
 `--study=suite` reads `<results_dir>/<task>/comparison.json` for each of `--tasks` (default:
 every built-in task), runs the comparison of a task lacking a BERT method (on its recorded
@@ -69,7 +71,7 @@ FLAGS = flags.FLAGS
 _SET_BY_STUDY = ("tuning", "top_k", "adapter_size", "adapter_init_stddev", "learning_rate",
                  "seed")
 # run_classification's budget, which the suite uses for a task without a comparison.
-_SUITE_MAX_TRAIN_EXAMPLES = 2000
+_SUITE_BUDGET = studies.Budget("cpu", max_train_examples=2000, epochs=2.0, batch_size=32)
 
 
 def _budget():
@@ -77,14 +79,12 @@ def _budget():
   if FLAGS.paper_budget:
     budget = studies.PAPER_BUDGET
   elif FLAGS.study == _SUITE:
-    budget = dataclasses.replace(studies.CPU_BUDGET, max_train_examples=_SUITE_MAX_TRAIN_EXAMPLES)
+    budget = _SUITE_BUDGET
   else:
     budget = studies.CPU_BUDGET
-  if FLAGS["max_train_examples"].present:
-    budget = dataclasses.replace(budget, max_train_examples=FLAGS.max_train_examples)
-  if FLAGS["epochs"].present:
-    budget = dataclasses.replace(budget, epochs=FLAGS.epochs)
-  return budget
+  given = {name: FLAGS[name].value for name in ("max_train_examples", "epochs", "batch_size")
+           if FLAGS[name].present}
+  return dataclasses.replace(budget, **given)
 
 
 def _num_layers(config):
@@ -189,7 +189,8 @@ def main(argv):
                          f"{', '.join(builtin_datasets.BUILTIN_TASKS)}.")
   common_flags.create_strategy()
   budget = _budget()
-  config = common_flags.run_config_from_flags(epochs=budget.epochs)
+  config = common_flags.run_config_from_flags(epochs=budget.epochs,
+                                              batch_size=budget.batch_size)
   common_flags.check_base(config)
   if FLAGS.study == _SUITE:
     _run_suite(config, budget)

@@ -6,7 +6,9 @@ studies vary (`sweep.trial_name`), under one root per task and budget: a trial t
 share (adapters m=64 at the paper's init, learning rate and seed are in the ablation, the
 init-scale, the trade-off and the learning-rate study) trains once, a finished trial is never
 trained again, and an interrupted study resumes where it stopped. After each trial the
-study's JSON is rewritten atomically with everything finished so far.
+study's JSON is rewritten atomically with everything finished so far; it records the settings
+the trials share, so the JSON alone (committed, on a clone without the run folders) resumes
+the study at its first unrecorded trial.
 
 Each point of a figure is a setting scored over seeds on the validation split (the paper's
 Figures 4, 6 and 7 show validation accuracy). Where a budget gives a point several options
@@ -67,16 +69,21 @@ class Budget:
     name: `"cpu"` or `"paper"`.
     max_train_examples: A fixed subset of the training split (0: all of it).
     epochs: Training epochs of each run.
+    batch_size: Examples per training step.
   """
   name: str
   max_train_examples: int
   epochs: float
+  batch_size: int
 
 
-# Sized for 2 CPU cores and the embedded 6-layer base: 32 steps of batch 32 per run.
-CPU_BUDGET = Budget("cpu", max_train_examples=500, epochs=2.0)
-# The paper's: the whole training split, 20 epochs (its shortest for the additional tasks).
-PAPER_BUDGET = Budget("paper", max_train_examples=0, epochs=20.0)
+# Sized for 2 CPU cores and the embedded 6-layer base: 125 steps of batch 16 per run, about
+# 1.5 min each. Fewer steps leave a classifier at its majority class (on airline, 500
+# examples for 2 epochs of batch 32 did), which would make every study flat.
+CPU_BUDGET = Budget("cpu", max_train_examples=1000, epochs=2.0, batch_size=16)
+# The paper's: the whole training split, 20 epochs (its shortest for the additional tasks),
+# batch 32.
+PAPER_BUDGET = Budget("paper", max_train_examples=0, epochs=20.0, batch_size=32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +190,10 @@ def run_study(study: Study,
               log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Runs every trial not finished yet and writes the study's JSON after each.
 
-  A trial whose training diverges is recorded as such (the paper's large init scales may
-  diverge) and not run again by a resumed study; every other error stops the study.
+  A trial is finished where its folder holds its results or the study's JSON records it
+  under the same `shared_settings`. A trial whose training diverges is recorded as such (the
+  paper's large init scales may diverge) and not run again by a resumed study; every other
+  error stops the study.
 
   Args:
     study: The study.
@@ -211,25 +220,26 @@ def run_study(study: Study,
     run_dir = os.path.join(root_dir, trial.name)
     if os.path.isdir(run_dir):
       task_runner.check_run_dir(spec, splits, trial.config, run_dir)
+  settings = shared_settings(study, spec, splits)
   previous = read_summary(summary_path) or {}
-  diverged = {run["name"]: run for run in previous.get("runs", []) if run.get("diverged")}
+  recorded = _recorded_outcomes(previous, settings, keep_scores=not export_trials)
   # What later steps added to the summary (the ablation's spans) stays in it.
   kept = {key: value for key, value in previous.items() if key not in _SUMMARY_KEYS}
   kept.update({} if note is None else dict(note=note))
 
   def write(summary):
-    return write_json(summary_path, {**summary, **kept})
+    return write_json(summary_path, {**summary, "settings": settings, **kept})
 
   pending = [trial for trial in study.trials if not os.path.isfile(
       os.path.join(root_dir, trial.name, task_runner.RESULTS_FILE))
-             and trial.name not in diverged]
+             and trial.name not in recorded]
   log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} run(s), "
       f"{len(study.trials) - len(pending)} finished already. "
       + budget_line(budget, splits, study.trials))
   outcomes = {}
   for number, trial in enumerate(study.trials, start=1):
-    if trial.name in diverged:
-      outcomes[trial.name] = dict(name=trial.name, diverged=diverged[trial.name]["diverged"])
+    if trial.name in recorded:
+      outcomes[trial.name] = recorded[trial.name]
       continue
     run_dir = os.path.join(root_dir, trial.name)
     log(f"[{number}/{len(study.trials)}] {trial.name}")
@@ -247,8 +257,40 @@ def run_study(study: Study,
   return write(summarize(study, spec, splits, budget, outcomes))
 
 
+def shared_settings(study: Study, spec, splits) -> Dict[str, Any]:
+  """What every trial of `study` shares: the task, the data sizes and the fixed config fields.
+
+  A run recorded in a study's JSON counts as finished for a later study only where these are
+  equal, so a committed JSON resumes a study on a machine without its run folders.
+  """
+  config = dataclasses.asdict(study.trials[0].config)
+  return paths.portable(dict(
+      task=spec.name, train_examples=len(splits["train"]),
+      eval_examples=len(splits[EVAL_SPLIT]),
+      config={field: value for field, value in sorted(config.items())
+              if field not in VARIED_FIELDS}), os.getcwd())
+
+
+def _recorded_outcomes(previous, settings, keep_scores):
+  """The outcomes `previous` (a study's JSON) holds for runs of the same `settings`.
+
+  Diverged runs always count; scored ones only with `keep_scores` (the ablation needs its
+  run's folder for the adapters it removes, so it trains again where that folder is gone).
+  """
+  if previous.get("settings") != settings:
+    return {}
+  fields = ("score", "trainable_parameters", "train_seconds", "total_seconds")
+  recorded = {}
+  for run in previous.get("runs", []):
+    if run.get("diverged"):
+      recorded[run["name"]] = dict(name=run["name"], diverged=run["diverged"])
+    elif keep_scores and "score" in run:
+      recorded[run["name"]] = dict(name=run["name"], **{key: run[key] for key in fields})
+  return recorded
+
+
 def budget_line(budget: Budget, splits, trials: Sequence[Trial]) -> str:
-  """The budget in words, e.g. "Budget cpu: 500 training examples, 2 epoch(s), ..."."""
+  """The budget in words, e.g. "Budget cpu: 1,000 training examples, 2 epoch(s), ..."."""
   epochs = sorted({trial.config.epochs for trial in trials})
   config = trials[0].config
   return (f"Budget {budget.name}: {len(splits['train']):,} training examples, "
@@ -265,7 +307,7 @@ def _outcome(trial, results, metric):
 
 
 _SUMMARY_KEYS = ("study", "figure", "task", "metric", "eval_split", "complete", "budget",
-                 "runs", "points")
+                 "runs", "points", "settings")
 
 
 def summarize(study: Study, spec, splits, budget: Budget,

@@ -174,11 +174,65 @@ class RunStudyTest(tf.test.TestCase):
       summary = studies.run_study(study, self.spec, self.splits, self.root, summary_path,
                                   studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0,
                                   note="a caveat")
-    self.assertEqual(calls, [1e-3, 1e-2, 1e-3])  # The fake returns; run_task would not train.
+    self.assertEqual(calls, [1e-3, 1e-2])  # The JSON records both: neither runs again.
     self.assertEqual(summary["budget"]["runs_diverged"], 1)
     self.assertIn("loss nan", summary["runs"][1]["diverged"])
     self.assertEqual(summary["points"][1]["diverged"], 1)
     self.assertEqual(summary["note"], "a caveat")
+
+  def test_the_json_alone_resumes_a_study_whose_run_folders_are_gone(self):
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    calls = []
+
+    def run_fn(spec, splits, config, model_dir, **kwargs):
+      calls.append(config.adapter_init_stddev)
+      if len(calls) == 2:
+        raise _Killed()
+      return _fake_results(0.75)
+
+    arguments = (study, self.spec, self.splits, os.path.join(self.root, "runs"), summary_path,
+                 studies.CPU_BUDGET)
+    with self.assertRaises(_Killed):
+      studies.run_study(*arguments, run_fn=run_fn, log=lambda _: 0)
+    calls.append("clone")  # _fake_results wrote no folder: only the JSON knows the first run.
+    lines = []
+    summary = studies.run_study(*arguments, run_fn=run_fn, log=lines.append)
+    self.assertEqual(calls, [1e-3, 1e-2, "clone", 1e-2])
+    self.assertIn("2 run(s), 1 finished already", lines[0])
+    self.assertTrue(summary["complete"])
+    self.assertEqual([point["mean"] for point in summary["points"]], [75.0, 75.0])
+
+  def test_recorded_runs_of_other_settings_are_trained_again(self):
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    calls = []
+
+    def run_fn(spec, splits, config, model_dir, **kwargs):
+      calls.append((config.max_seq_length, config.adapter_init_stddev))
+      return _fake_results(0.5)
+
+    for length in (16, 24):
+      longer = dataclasses.replace(study, trials=tuple(
+          dataclasses.replace(trial, config=dataclasses.replace(trial.config,
+                                                                max_seq_length=length))
+          for trial in study.trials))
+      summary = studies.run_study(longer, self.spec, self.splits, self.root, summary_path,
+                                  studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0)
+    self.assertEqual(calls, [(16, 1e-3), (16, 1e-2), (24, 1e-3), (24, 1e-2)])
+    self.assertEqual(summary["settings"]["config"]["max_seq_length"], 24)
+
+  def test_the_ablation_trains_again_where_its_folder_is_gone(self):
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    calls = []
+
+    def run_fn(spec, splits, config, model_dir, **kwargs):
+      calls.append(config.adapter_init_stddev)
+      return _fake_results(0.5)
+
+    for _ in range(2):
+      studies.run_study(study, self.spec, self.splits, self.root, summary_path,
+                        studies.CPU_BUDGET, run_fn=run_fn, export_trials=True,
+                        log=lambda _: 0)
+    self.assertEqual(calls, [1e-3, 1e-2, 1e-3, 1e-2])
 
   def test_later_additions_to_the_summary_are_kept(self):
     study, summary_path = self._study(), os.path.join(self.root, "study.json")
