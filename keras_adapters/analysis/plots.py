@@ -26,15 +26,18 @@ def plot_study(summary: Mapping[str, Any], path: str) -> str:
   draw = dict(ablation=_ablation, init_scale=_init_scale, tradeoff=_tradeoff,
               learning_rate=_learning_rate)[summary["study"]]
   fig = figure_lib.Figure(figsize=(7.5, 5.5), layout="constrained")
+  if summary.get("note"):
+    # The constrained layout places the axes inside `rect`, leaving the foot to the note.
+    fig.get_layout_engine().set(rect=(0.0, 0.04, 1.0, 0.96))
+    fig.text(0.01, 0.005, summary["note"], fontsize=7, ha="left", va="bottom", wrap=True)
   draw(fig, summary)
   budget = summary["budget"]
   fig.suptitle(
       f"Houlsby et al. (2019), {summary['figure']}: {summary['task']}\n"
       f"{budget['train_examples']:,} training examples, "
-      f"{'/'.join(f'{e:g}' for e in budget['epochs'])} epoch(s); {summary['eval_split']} "
-      f"{summary['metric']} on {budget['eval_examples']:,} examples", fontsize=10)
-  if summary.get("note"):
-    fig.text(0.01, 0.005, summary["note"], fontsize=7, ha="left", va="bottom", wrap=True)
+      f"{'/'.join(f'{e:g}' for e in budget['epochs'])} epoch(s), batch "
+      f"{budget['batch_size']}; {summary['eval_split']} {summary['metric']} on "
+      f"{budget['eval_examples']:,} examples", fontsize=10)
   buffer = io.BytesIO()
   backend_agg.FigureCanvasAgg(fig).print_png(buffer)
   atomic_io.write_bytes(path, buffer.getvalue())

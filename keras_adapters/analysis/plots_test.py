@@ -20,7 +20,8 @@ def _point(mean, **values):
 def _summary(study, points, **extra):
   return dict(study=study, figure=f"figure of {study}", task="airline", metric="accuracy",
               eval_split="validation", points=points, note="airline: real tweets.",
-              budget=dict(train_examples=500, epochs=[2.0], eval_examples=1464), **extra)
+              budget=dict(train_examples=1000, epochs=[2.0], batch_size=16,
+                          eval_examples=1464), **extra)
 
 
 _SCORES = {ablation.span_key(span): 80.0 - 2 * (span[1] - span[0])
