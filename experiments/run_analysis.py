@@ -70,8 +70,6 @@ FLAGS = flags.FLAGS
 # What the studies and the suite set for each run themselves.
 _SET_BY_STUDY = ("tuning", "top_k", "adapter_size", "adapter_init_stddev", "learning_rate",
                  "seed")
-# run_classification's budget, which the suite uses for a task without a comparison.
-_SUITE_BUDGET = studies.Budget("cpu", max_train_examples=2000, epochs=2.0, batch_size=32)
 
 
 def _budget():
@@ -79,7 +77,11 @@ def _budget():
   if FLAGS.paper_budget:
     budget = studies.PAPER_BUDGET
   elif FLAGS.study == _SUITE:
-    budget = _SUITE_BUDGET
+    # run_classification's budget, for a task without a comparison: the defaults of the task
+    # and run flags both scripts define, over the CPU budget's epochs.
+    budget = dataclasses.replace(
+        studies.CPU_BUDGET, max_train_examples=FLAGS["max_train_examples"].default,
+        batch_size=FLAGS["batch_size"].default)
   else:
     budget = studies.CPU_BUDGET
   given = {name: FLAGS[name].value for name in ("max_train_examples", "epochs", "batch_size")
