@@ -150,7 +150,8 @@ def _run_suite(config, budget):
   seeds = [int(seed) for seed in FLAGS.seeds]
 
   def run_comparison(task, comparison):
-    # A comparison missing a method is completed on its own recorded budget.
+    # A comparison missing a method is completed on its own recorded budget; the methods it
+    # has keep their rows.
     recorded = comparison if comparison and "epochs" in comparison else None
     task_config = config if recorded is None else dataclasses.replace(
         config, epochs=recorded["epochs"], max_seq_length=recorded["max_seq_length"],
@@ -160,7 +161,7 @@ def _run_suite(config, budget):
         model_dir, recorded["train_examples"] if recorded else budget.max_train_examples)
     return method_comparison.compare_methods(
         spec, dict(train=splits["train"], test=splits["test"]), task_config,
-        list(method_comparison.METHODS), seeds, os.path.join(model_dir, task),
+        suite_lib.missing_methods(comparison), seeds, os.path.join(model_dir, task),
         os.path.join(results_dir, task), num_layers)
 
   suite = suite_lib.run_suite(

@@ -3,8 +3,8 @@ the tasks costs in parameters.
 
 The rows come from `<results_dir>/<task>/comparison.json`, written by
 `run_classification.py --methods` (the BERT methods, mean ± s.e.m. over seeds) and
-`run_automl.py` (the "no BERT" baselines). A task whose comparison lacks a BERT method is
-compared again (`run_suite`'s `run_comparison`), resuming its finished runs.
+`run_automl.py` (the "no BERT" baselines). A task whose comparison lacks a BERT method has
+the missing methods compared (`run_suite`'s `run_comparison`), resuming their finished runs.
 
 Serving N tasks (the paper's "total number of params", 1.19x for adapters, 17x for full
 fine-tuning) is counted per method as the base's copies plus what every task trained:
@@ -58,8 +58,9 @@ def run_suite(tasks: Sequence[str], results_dir: str,
     tasks: The tasks, in table order.
     results_dir: Holds `<task>/comparison.json`; receives `suite.json` and `suite.md`.
     run_comparison: Given a task lacking a BERT method and its comparison so far (or
-      `None`), runs the comparison of every BERT method (finished runs are not trained
-      again) and returns the summary it wrote to `<results_dir>/<task>/comparison.json`.
+      `None`), compares the missing BERT methods on the comparison's budget (finished runs
+      are not trained again; the methods it has keep their rows) and returns the summary it
+      wrote to `<results_dir>/<task>/comparison.json`.
     notes: Task → what a reader of its row must know (the data, a caveat), shown under the
       table.
     log: Where progress lines go.

@@ -40,7 +40,10 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
   stopped and finished runs are not trained again. A folder holding a run with other
   settings (another `epochs`, task or data) is refused before the first run trains, never
-  reused under the new settings.
+  reused under the new settings. The table is written after every method and keeps the rows
+  of methods not run here when they were compared on the same budget (a comparison run in
+  parts, or one stopped after the folders of its finished methods were lost), and always
+  the rows `merge_rows` added.
 
   Args:
     spec: The task.
@@ -58,8 +61,11 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     The summary dict written to `comparison.json`.
 
   Raises:
+    ValueError: No methods.
     task_runner.RunSettingsError: A run folder holds a run with other settings.
   """
+  if not methods:
+    raise ValueError("No methods to compare; choose from " + ", ".join(METHODS) + ".")
   metric = spec.metrics[0]
   # Every method and every existing run folder is checked before the first (long) run starts.
   configs = {method: method_config(base_config, method, num_layers) for method in methods}
@@ -68,6 +74,12 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
       run_dir = _run_dir(root_dir, method, seed)
       if os.path.isdir(run_dir):
         task_runner.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
+  summary = dict(task=spec.name, metric=metric, eval_split=eval_split,
+                 train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
+                 epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
+                 batch_size=base_config.batch_size)
+  previous = _read_summary(results_dir)
+  kept = _kept_rows(previous, summary, methods)
   rows = []
   num_runs = len(configs) * len(seeds)
   for method, config in configs.items():
@@ -87,12 +99,28 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
         trainable_parameters=runs[0]["parameters"]["trainable"],
         trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
         seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs]))))
-  summary = dict(task=spec.name, metric=metric, eval_split=eval_split,
-                 train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
-                 epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
-                 batch_size=base_config.batch_size,
-                 rows=rows + _merged_rows(_read_summary(results_dir)))
-  return _write_summary(results_dir, summary)
+    # Written after every method, so a stopped comparison keeps the methods it finished
+    # even where its run folders are gone.
+    written = _write_summary(results_dir, dict(
+        summary, rows=_ordered((previous or {}).get("rows", []), kept, rows)))
+  return written
+
+
+def _kept_rows(previous, summary, methods):
+  """The rows of `previous` that a comparison of `methods` keeps: other methods' rows of the
+  same task, evaluation and budget, and the rows `merge_rows` added."""
+  same_budget = previous is not None and all(
+      previous.get(key) == value for key, value in summary.items())
+  return [row for row in (previous or {}).get("rows", [])
+          if row["method"] not in methods and (same_budget or row["method"] not in METHODS)]
+
+
+def _ordered(previous_rows, kept, rows):
+  """The methods' rows where the table had them, new methods after, merged rows last."""
+  order = [row["method"] for row in list(previous_rows) + rows]
+  ranked = [row for row in kept if row["method"] in METHODS] + rows
+  return (sorted(ranked, key=lambda row: order.index(row["method"]))
+          + [row for row in kept if row["method"] not in METHODS])
 
 
 def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split="test",
@@ -171,11 +199,6 @@ def _read_summary(results_dir):
     return None
   with open(path, encoding="utf-8") as f:
     return json.load(f)
-
-
-def _merged_rows(summary):
-  """The rows `merge_rows` added to a summary: those of methods outside `METHODS`."""
-  return [row for row in (summary or {}).get("rows", []) if row["method"] not in METHODS]
 
 
 def _write_summary(results_dir, summary):

@@ -5,6 +5,7 @@ model is built or trained here.
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -204,6 +205,47 @@ class CompareMethodsTest(tf.test.TestCase):
                                         root, root, 2, run_fn=run)
     self.assertEmpty(run.calls)
     self.assertEmpty(os.listdir(root))
+
+  def test_no_methods_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "No methods to compare; choose from adapters"):
+      self._compare(_FakeRun({}), [], [0])
+
+  def test_a_stopped_comparison_keeps_its_finished_methods(self):
+    """The table is written after each method: a comparison stopped in its second method
+    has the first one's row."""
+    run = _FakeRun({("adapters", 0): 0.5})  # No result for full: its run raises.
+    root = self.create_tempdir().full_path
+    results_dir = os.path.join(root, "results")
+    with self.assertRaises(KeyError):
+      method_comparison.compare_methods(_SPEC, _SPLITS, _base_config(), ["adapters", "full"],
+                                        [0], os.path.join(root, "runs"), results_dir, 6,
+                                        run_fn=run)
+    with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
+      self.assertEqual([row["method"] for row in json.load(f)["rows"]], ["adapters"])
+
+  def test_a_comparison_in_parts_equals_one_in_one_go(self):
+    """Methods compared one call at a time, each in fresh run folders, on one budget give the
+    table of one call; a rerun method keeps its place."""
+    run = _FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75, ("top_k", 0): 0.25})
+    whole, _, _ = self._compare(run, ["adapters", "full", "top_k"], [0])
+    results_dir = self.create_tempdir().full_path
+    for methods in (["adapters"], ["full", "top_k"], ["adapters"]):
+      parts = method_comparison.compare_methods(
+          _SPEC, _SPLITS, _base_config(), methods, [0], self.create_tempdir().full_path,
+          results_dir, 6, run_fn=run)
+    self.assertEqual(parts, whole)
+
+  def test_rows_of_another_budget_are_dropped(self):
+    """A method compared on another budget loses its row to a comparison that does not
+    rerun it: one table never mixes budgets."""
+    run = _FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75})
+    results_dir = self.create_tempdir().full_path
+    for epochs, methods in ((2.0, ["adapters"]), (3.0, ["full"])):
+      summary = method_comparison.compare_methods(
+          _SPEC, _SPLITS, dataclasses.replace(_base_config(), epochs=epochs), methods, [0],
+          self.create_tempdir().full_path, results_dir, 6, run_fn=run)
+    self.assertEqual([row["method"] for row in summary["rows"]], ["full"])
+    self.assertEqual(summary["epochs"], 3.0)
 
 
 class MarkdownTableTest(tf.test.TestCase):
