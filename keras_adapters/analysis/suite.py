@@ -156,21 +156,21 @@ def markdown_table(suite: Mapping[str, Any]) -> str:
   lines = [
       f"Score (%) on the {'/'.join(splits)} split, mean ± s.e.m. over seeds (the number in "
       "brackets where it is not 3); each task on its own budget.", "",
-      "| task | metric | train examples | epochs | " + " | ".join(methods) + " |",
-      "|---" * (4 + len(methods)) + "|"]
+      "| task | metric | train examples | epochs | tokens | " + " | ".join(methods) + " |",
+      "|---" * (5 + len(methods)) + "|"]
   for task in suite["tasks"]:
     cells = suite["cells"][task["task"]]
     lines.append(
         f"| {task['task']} | {task['metric']} | {_count(task['train_examples'])} | "
-        f"{_number(task['epochs'], 'g')} | "
+        f"{_number(task['epochs'], 'g')} | {_count(task['max_seq_length'])} | "
         + " | ".join(_cell(cells.get(method)) for method in methods) + " |")
   num_tasks = len(suite["tasks"])
   average = suite["average"]
-  lines.append("| average | | | | " + " | ".join(
+  lines.append("| average | | | | | " + " | ".join(
       "–" if method not in average else f"{average[method]['mean']:.2f}"
       + _of_tasks(average[method]["tasks"], num_tasks) for method in methods) + " |")
   serving = suite["serving"]
-  lines.append(f"| total params, {num_tasks} tasks | | | | " + " | ".join(
+  lines.append(f"| total params, {num_tasks} tasks | | | | | " + " | ".join(
       "–" if method not in serving else _serving(serving[method], num_tasks)
       for method in methods) + " |")
   base = suite["base_parameters"]

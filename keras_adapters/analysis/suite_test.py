@@ -18,9 +18,10 @@ def _row(method, scores, trainable, percent=True):
               trainable_percent_of_base=100.0 * trainable / _BASE if percent else None)
 
 
-def _comparison(task, rows, train_examples=2000):
+def _comparison(task, rows, train_examples=2000, max_seq_length=128):
   return dict(task=task, metric="accuracy", eval_split="test", eval_examples=100,
-              train_examples=train_examples, epochs=2.0, max_seq_length=128, batch_size=32,
+              train_examples=train_examples, epochs=2.0, max_seq_length=max_seq_length,
+              batch_size=32,
               rows=rows)
 
 
@@ -35,7 +36,7 @@ _COMPARISONS = dict(
         _row("adapters", [90.0, 91.0, 92.0], 700_000),
         _row("full", [95.0, 95.0, 95.0], 19_900_500),
         _row("top_k", [94.0, 96.0], 5_000_500), _row("layer_norm", [88.0, 89.0, 90.0], 10_500)],
-        train_examples=1500))
+        train_examples=1500, max_seq_length=64))
 
 
 class BuildSuiteTest(tf.test.TestCase):
@@ -75,13 +76,13 @@ class BuildSuiteTest(tf.test.TestCase):
 
   def test_markdown(self):
     table = suite.markdown_table(self.suite)
-    self.assertIn("| alpha | accuracy | 2,000 | 2 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "
+    self.assertIn("| alpha | accuracy | 2,000 | 2 | 128 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "
                   "| 70.00 ± 0.00 | 60.00 (1) |", table)
-    self.assertIn("| beta | accuracy | 1,500 | 2 | 91.00 ± 0.58 | 95.00 ± 0.00 | "
+    self.assertIn("| beta | accuracy | 1,500 | 2 | 64 | 91.00 ± 0.58 | 95.00 ± 0.00 | "
                   "95.00 ± 1.00 (2) | 89.00 ± 0.58 | – |", table)
-    self.assertIn("| average | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |",
+    self.assertIn("| average | | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |",
                   table)
-    self.assertIn("| total params, 2 tasks | | | | 1.06× (21.3M) | 1.99× (39.8M) | "
+    self.assertIn("| total params, 2 tasks | | | | | 1.06× (21.3M) | 1.99× (39.8M) | "
                   "1.50× (30.0M) | 1.00× (20.0M) | 0.00× (0.0M) (1 of 2 tasks) |", table)
 
   def test_different_bases_are_refused(self):
