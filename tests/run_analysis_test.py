@@ -104,8 +104,8 @@ class RunAnalysisTest(tf.test.TestCase):
                     f"--model_dir={model_dir}", *self.model_flags])
     self.assertFalse(os.path.exists(model_dir))  # Nothing was run.
     self.assertIn("- `airline`: Crowdflower US airline tweets", output)
-    self.assertIn("| average | | | | 88.50 | 89.50 | 90.50 | 83.50 |", output)
-    self.assertIn("| total params, 2 tasks | | | | 1.04× (1.0M) | 1.98× (2.0M) |", output)
+    self.assertIn("| average | | | | | 88.50 | 89.50 | 90.50 | 83.50 |", output)
+    self.assertIn("| total params, 2 tasks | | | | | 1.04× (1.0M) | 1.98× (2.0M) |", output)
     with open(os.path.join(results_dir, "suite.md"), encoding="utf-8") as f:
       self.assertIn(f.read(), output)
     with open(os.path.join(results_dir, "suite.json"), encoding="utf-8") as f:
