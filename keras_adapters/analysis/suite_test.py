@@ -21,8 +21,7 @@ def _row(method, scores, trainable, percent=True):
 def _comparison(task, rows, train_examples=2000, max_seq_length=128):
   return dict(task=task, metric="accuracy", eval_split="test", eval_examples=100,
               train_examples=train_examples, epochs=2.0, max_seq_length=max_seq_length,
-              batch_size=32,
-              rows=rows)
+              batch_size=32, rows=rows)
 
 
 _COMPARISONS = dict(

@@ -78,7 +78,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
                  train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
                  epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
                  batch_size=base_config.batch_size)
-  previous = _read_summary(results_dir)
+  previous = _read_summary(results_dir) or {}
   kept = _kept_rows(previous, summary, methods)
   rows = []
   num_runs = len(configs) * len(seeds)
@@ -102,22 +102,21 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     # Written after every method, so a stopped comparison keeps the methods it finished
     # even where its run folders are gone.
     written = _write_summary(results_dir, dict(
-        summary, rows=_ordered((previous or {}).get("rows", []), kept, rows)))
+        summary, rows=_ordered(previous.get("rows", []), kept, rows)))
   return written
 
 
 def _kept_rows(previous, summary, methods):
   """The rows of `previous` that a comparison of `methods` keeps: other methods' rows of the
   same task, evaluation and budget, and the rows `merge_rows` added."""
-  same_budget = previous is not None and all(
-      previous.get(key) == value for key, value in summary.items())
-  return [row for row in (previous or {}).get("rows", [])
+  same_budget = all(previous.get(key) == value for key, value in summary.items())
+  return [row for row in previous.get("rows", [])
           if row["method"] not in methods and (same_budget or row["method"] not in METHODS)]
 
 
 def _ordered(previous_rows, kept, rows):
   """The methods' rows where the table had them, new methods after, merged rows last."""
-  order = [row["method"] for row in list(previous_rows) + rows]
+  order = [row["method"] for row in previous_rows + rows]
   ranked = [row for row in kept if row["method"] in METHODS] + rows
   return (sorted(ranked, key=lambda row: order.index(row["method"]))
           + [row for row in kept if row["method"] not in METHODS])
