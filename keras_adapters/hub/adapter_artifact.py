@@ -10,7 +10,10 @@ An artifact is a folder with `adapter_config.json` and `adapter_model.safetensor
   or `null` for a model not built by `build_classifier`;
 - `preprocessing`: how text becomes encoder inputs (`handle`, `text_fields`, `seq_length`),
   or `null`;
-- `tensors`: every stored tensor's name and shape; `metadata`: the caller's.
+- `tensors`: every stored tensor's name and shape; `metadata`: the caller's;
+- `checksums`: the SHA-256 of each weights file, so that a weights file swapped with another
+  artifact's of the same layout is refused instead of served under this config's labels
+  (artifacts saved before checksums load with a warning).
 
 The safetensors file holds raw tensors only (the set's adapters and LayerNorms, the head,
 and for `top_k`/`full` tuning the base weights that trained), so loading executes no code.
@@ -20,11 +23,13 @@ read by `load_adapters`; rebuilding a whole model needs format 2.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
 from typing import Optional, Tuple
 
+from absl import logging
 from safetensors import numpy as safetensors_numpy
 
 from keras_adapters.utils import atomic_io
@@ -96,10 +101,12 @@ def write_artifact(directory, config, tensors, overwrite=False):
         f"{directory!r} is a non-empty folder that is not an adapter artifact; saving there "
         f"would delete what it holds. Pick another folder, or pass overwrite=True to replace "
         f"it.")
+  weights = safetensors_numpy.save(tensors)
   config = dict(config, format_version=FORMAT_VERSION,
-                tensors={key: list(value.shape) for key, value in tensors.items()})
+                tensors={key: list(value.shape) for key, value in tensors.items()},
+                checksums={WEIGHTS_FILE: _sha256(weights)})
   with atomic_io.atomic_directory(directory) as staging:
-    atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE), safetensors_numpy.save(tensors))
+    atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE), weights)
     atomic_io.write_json(os.path.join(staging, CONFIG_FILE), config)
   return directory
 
@@ -126,14 +133,48 @@ def read_adapter_config(directory):
 
 
 def read_tensors(directory):
-  """The artifact's tensors, name → numpy array, or a clear error."""
+  """The artifact's tensors, name → numpy array, or a clear error.
+
+  The weights file must have the checksum its config records (every reader of artifacts
+  comes through here); an artifact saved before checksums loads with a warning.
+  """
   path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
   try:
-    return safetensors_numpy.load_file(path)
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as error:
+    raise AdapterArtifactError(
+        f"Cannot read {path} ({error}): the artifact is incomplete; save the adapters "
+        "again.") from None
+  _check_checksum(directory, data)
+  try:
+    return safetensors_numpy.load(data)
   except Exception as error:  # pylint: disable=broad-except
     raise AdapterArtifactError(
         f"Cannot read {path} ({error}): the artifact is corrupt or incomplete; "
         "save the adapters again.") from None
+
+
+def _check_checksum(directory, data):
+  """Raises unless `data`, the weights file of `directory`, is the one its config records."""
+  config_path = os.path.join(os.fspath(directory), CONFIG_FILE)
+  weights_path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
+  recorded = read_adapter_config(directory).get("checksums", {}).get(WEIGHTS_FILE)
+  if recorded is None:
+    logging.warning("%s records no checksum of %s (saved before checksums): its weights "
+                    "cannot be tied to it. Save the adapters again to record one.",
+                    config_path, weights_path)
+    return
+  actual = _sha256(data)
+  if actual != recorded:
+    raise AdapterArtifactError(
+        f"{weights_path} (SHA-256 {actual[7:19]}...) is not the weights file {config_path} "
+        f"was saved with ({recorded[7:19]}...): it was swapped, modified or is corrupt. Put "
+        "back the weights file saved with that config, or save the adapters again.")
+
+
+def _sha256(data):
+  return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def base_fingerprint(config):

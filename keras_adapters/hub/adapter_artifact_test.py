@@ -78,6 +78,37 @@ class AdapterArtifactFormatTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "corrupt"):
       adapter_artifact.read_tensors(path)
 
+  def test_swapped_weights_file_is_refused_naming_both_files(self):
+    """A weights file of another artifact with the same layout does not match the checksum
+    the config records: refused, naming the weights file and the config."""
+    path = self._write()
+    other = adapter_artifact.write_artifact(
+        os.path.join(self.create_tempdir().full_path, "other"), dict(head=_HEAD),
+        {key: value + 1 for key, value in _TENSORS.items()})
+    self.assertStartsWith(adapter_artifact.read_adapter_config(path)["checksums"][
+        adapter_artifact.WEIGHTS_FILE], "sha256:")
+    weights = os.path.join(path, adapter_artifact.WEIGHTS_FILE)
+    os.replace(os.path.join(other, adapter_artifact.WEIGHTS_FILE), weights)
+    with self.assertRaisesRegex(
+        adapter_artifact.AdapterArtifactError,
+        f"{weights}.*is not the weights file "
+        f"{os.path.join(path, adapter_artifact.CONFIG_FILE)} was saved with.*swapped"):
+      adapter_artifact.read_tensors(path)
+
+  def test_artifact_without_checksum_loads_with_a_warning(self):
+    """Artifacts saved before checksums still load; a warning says how to record one."""
+    path = self._write()
+    config_path = os.path.join(path, adapter_artifact.CONFIG_FILE)
+    with open(config_path, encoding="utf-8") as f:
+      config = json.load(f)
+    del config["checksums"]
+    with open(config_path, "w", encoding="utf-8") as f:
+      json.dump(config, f)
+    with self.assertLogs(level="WARNING") as logs:
+      tensors = adapter_artifact.read_tensors(path)
+    self.assertAllEqual(tensors["head/0/kernel"], _TENSORS["head/0/kernel"])
+    self.assertIn("no checksum", "\n".join(logs.output))
+
   def test_format_1_and_headless_artifacts_cannot_describe_their_task(self):
     """Format 1 says how to migrate; an artifact without head says to use load_adapters."""
     v1 = dict(format_version=1, base_fingerprint="f" * 64, adapted_bert={"handle": "/base"})

@@ -152,6 +152,22 @@ class SavingTest(tf.test.TestCase):
     with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, "another base model"):
       saving.load_adapters(self._model(self.other_handle), path)
 
+  def test_every_reader_refuses_a_weights_file_swapped_with_another_task(self):
+    """Two artifacts of one layout with their weights files swapped: load_adapters,
+    load_task_model and export_task_from_artifact refuse, naming both files."""
+    path = self._save(self._trained())
+    other = self._save(self._trained(self._model()))
+    weights = os.path.join(path, adapter_artifact.WEIGHTS_FILE)
+    shutil.copyfile(os.path.join(other, adapter_artifact.WEIGHTS_FILE), weights)
+    message = (f"{weights}.*is not the weights file "
+               f"{os.path.join(path, adapter_artifact.CONFIG_FILE)} was saved with")
+    for read in (lambda: saving.load_adapters(self._model(), path),
+                 lambda: saving.load_task_model(path),
+                 lambda: saving.export_task_from_artifact(
+                     path, os.path.join(self.create_tempdir().full_path, "saved_model"))):
+      with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, message):
+        read()
+
   def test_other_layout_is_refused(self):
     """A model with another adapter size or head cannot take the artifact."""
     path = saving.save_adapters(self._trained(), self._path())
