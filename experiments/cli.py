@@ -6,16 +6,19 @@ Import this module before TensorFlow loads. `run(main)` replaces `absl.app.run(m
   functions", fingerprints) are hidden, so that a run shows its own progress, log lines and
   results;
 * an error in the user's hands (a flag absl cannot parse, a bad value, a missing file, a
-  folder that cannot be written, no TPU) ends the script with one line,
-  `script.py: error: <message>`, and exit status 2; a run that fails (training diverged, a
-  disk error) ends the same way with status 1. The library names its arguments
-  (`strategy='tpu'`, `drop_empty=True`, `encoding=("utf-8", "latin-1")`); the message names
-  the script's flags instead, as they are typed (`--strategy='tpu'`, `--drop_empty`,
+  folder that cannot be written, no TPU: the library's `errors.UsageError`) ends the script
+  with one line, `script.py: error: <message>`, and exit status 2; a run that fails
+  (training diverged, a disk error: `errors.RunFailedError`, `OSError`) ends the same way,
+  then a line pointing to `--verbose`, with status 1; anything else is a bug in this
+  project, said so, with status 1. The library names its arguments (`strategy='tpu'`,
+  `drop_empty=True`, `encoding=("utf-8", "latin-1")`); the message names the script's flags
+  instead, as they are typed (`--strategy='tpu'`, `--drop_empty`,
   `--encoding=utf-8,latin-1`);
 * `--verbose` shows all of TensorFlow's logs and the traceback, for bug reports.
 """
 
 import ast
+import linecache
 import logging
 import os
 import re
@@ -31,21 +34,27 @@ from absl import app
 from absl import flags
 from absl import logging as absl_logging
 
+from keras_adapters.utils import errors
+
 flags.DEFINE_bool("verbose", False,
                   "Show TensorFlow's logs and the full traceback of an error (for bug reports).")
 
 FLAGS = flags.FLAGS
 
-# Errors that a different argument fixes: bad usage.
-_USAGE_ERRORS = (app.UsageError, flags.Error, ValueError, TypeError, FileNotFoundError,
+# Errors that a different argument, flag, path or file fixes: bad usage.
+_USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundError,
                  FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
+# A run that failed with valid settings: a disk or network error, no memory left.
+_RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError)
 # Where this project's code lives: its log lines are shown.
 _OUR_ROOTS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (
     __file__, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_adapters",
                            "__init__.py")))
 USAGE_EXIT_STATUS = 2
 FAILURE_EXIT_STATUS = 1
-
+_VERBOSE_HINT = "Rerun with --verbose for the traceback."
+_BUG_HINT = ("This is a bug, not a mistake in what you gave: rerun with --verbose and report "
+             "the traceback.")
 
 def run(main):
   """Runs `main(argv)` like `absl.app.run`, with quiet logs and one-line errors."""
@@ -60,7 +69,7 @@ def _parse_flags(argv):
     # "flag --seeds=['abc']: ..." as "--seeds=abc: ...": the value as it was typed.
     message = re.sub(r"^flag (--\w+=)(\[[^\]]*\])?",
                      lambda m: m[1] + (",".join(ast.literal_eval(m[2])) if m[2] else ""),
-                     str(error))
+                     _one_line(error))
     _exit(message, USAGE_EXIT_STATUS)
 
 
@@ -72,15 +81,52 @@ def _run_main(main, argv):
   except Exception as error:  # pylint: disable=broad-except
     if FLAGS.verbose:
       raise
-    _exit(error, USAGE_EXIT_STATUS if isinstance(error, _USAGE_ERRORS) else FAILURE_EXIT_STATUS)
+    status, hint = error_kind(error)
+    _exit(_one_line(error, with_type=hint == _BUG_HINT), status, hint)
 
 
-def _exit(error, status):
-  # One line: a multi-line message (absl's flag errors list choices) is joined.
+def error_kind(error):
+  """The exit status of `error` and the line, if any, to print after its message."""
+  if isinstance(error, _USAGE_ERRORS):
+    return USAGE_EXIT_STATUS, None
+  if isinstance(error, _RUN_FAILURES):
+    return FAILURE_EXIT_STATUS, _VERBOSE_HINT
+  if _raised_by_this_project(error):
+    # A message written here for the user, raised as a built-in type that says less
+    # (`ValueError` for a bad argument, `RuntimeError` for a failed run).
+    if isinstance(error, ValueError):
+      return USAGE_EXIT_STATUS, None
+    return FAILURE_EXIT_STATUS, _VERBOSE_HINT
+  # Raised inside TensorFlow, Keras, numpy or Python, or by an operation of this project's
+  # code rather than a `raise` statement: nothing tells the user what to change.
+  return FAILURE_EXIT_STATUS, _BUG_HINT
+
+
+def _raised_by_this_project(error):
+  """Whether a `raise` statement in this project's code raised `error`."""
+  traceback = error.__traceback__
+  if traceback is None:
+    return False
+  while traceback.tb_next is not None:
+    traceback = traceback.tb_next
+  filename = traceback.tb_frame.f_code.co_filename
+  return (os.path.abspath(filename).startswith(_OUR_ROOTS)
+          and linecache.getline(filename, traceback.tb_lineno).lstrip().startswith("raise"))
+
+
+def _one_line(error, with_type=False):
+  """The message of `error` on one line (absl's flag errors list choices on several), led by
+  its type where asked or where it has no message: never an empty `error:`."""
   message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+  if with_type or not message:
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+  return message
+
+
+def _exit(message, status, hint=None):
   print(f"{os.path.basename(sys.argv[0])}: error: {flag_message(message)}", file=sys.stderr)
-  if status == FAILURE_EXIT_STATUS:
-    print("Rerun with --verbose for the traceback.", file=sys.stderr)
+  if hint:
+    print(hint, file=sys.stderr)
   sys.exit(status)
 
 

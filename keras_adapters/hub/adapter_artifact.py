@@ -33,6 +33,7 @@ from absl import logging
 from safetensors import numpy as safetensors_numpy
 
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -45,7 +46,7 @@ _TASK_TENSOR = re.compile(
     r"output_layer_norm|attention_adapter|feedforward_adapter)/")
 
 
-class AdapterArtifactError(ValueError):
+class AdapterArtifactError(errors.UsageError):
   """An artifact that is missing, corrupt, or does not fit the model it is loaded into."""
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.utils import errors
 
 # Variables a Hub BERT export may carry beside the encoder, for its other signatures (the
 # masked-LM head of `.../bert_en_uncased_L-12_H-768_A-12/4`'s `mlm` subobject). They have no
@@ -26,7 +27,7 @@ _NON_ENCODER_PREFIXES = ("masked_lm/", "mlm/", "cls/")
 _LAYER_PATTERN = re.compile(r"^transformer/layer_(\d+)/")
 
 
-class HubEncoderError(ValueError):
+class HubEncoderError(errors.UsageError):
   """A Hub handle that cannot be read as a BERT encoder; the message says why and what to do."""
 
 
