@@ -10,6 +10,7 @@ import pytest
 
 from keras_adapters.tasks import splits
 from keras_adapters.tasks import text_classification
+from keras_adapters.utils import errors
 
 read = text_classification.read_text_classification
 
@@ -235,3 +236,125 @@ def test_concatenate_examples_keeps_order_and_every_field():
   with pytest.raises(ValueError, match="all be labelled or all be unlabelled"):
     text_classification.concatenate_examples(
         [first, text_classification.TextExamples(["4"], (["d"], ["w"]))])
+
+
+@pytest.mark.parametrize("content, delimiter", [
+    ("text;label\nw1, w2;pos\nw3;neg\n", None),
+    ("text\tlabel\nw1, w2\tpos\nw3\tneg\n", None),
+    ("text|label\nw1, w2|pos\nw3|neg\n", None),
+    ("text;label\nw1, w2;pos\nw3;neg\n", "semicolon"),
+    ("text;label\nw1, w2;pos\nw3;neg\n", ";"),
+    ("text\tlabel\nw1, w2\tpos\nw3\tneg\n", "\\t"),
+])
+def test_spreadsheet_delimiters_are_found_from_the_header_or_given(tmp_path, content,
+                                                                   delimiter):
+  spec, examples = read(_write(tmp_path / "d.csv", content), delimiter=delimiter)
+  assert spec.label_names == ("neg", "pos")
+  assert list(examples.texts[0]) == ["w1, w2", "w3"]
+
+
+def test_an_unknown_delimiter_is_a_usage_error(tmp_path):
+  with pytest.raises(errors.UsageError, match=r"delimiter='colon': give one of comma, "
+                     "semicolon, tab, pipe"):
+    read(_write(tmp_path / "d.csv", "text,label\nx,a\n"), delimiter="colon")
+
+
+def test_the_columns_of_another_delimiter_are_listed(tmp_path):
+  path = _write(tmp_path / "d.csv", "review;stars\nw1;5\nw2;1\n")
+  with pytest.raises(text_classification.MissingColumnError,
+                     match=r"no column 'text' \(text_column\); the columns are \['review', "
+                     r"'stars'\]"):
+    read(path)
+
+
+@pytest.mark.parametrize("content, first_line", [
+    ("great flight today,positive\nlate again,negative\nok,positive\n", "'text,label'"),
+    ("negative;so late that I missed the wedding\npositive;fine\n", "'label;text'"),
+])
+def test_a_file_without_a_header_is_named(tmp_path, content, first_line):
+  with pytest.raises(errors.DataError, match=r"d\.csv has no header row: its first line "
+                     rf"looks like data .*Add a first line naming the columns, e\.g\. "
+                     rf"{first_line}"):
+    read(_write(tmp_path / "d.csv", content))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "utf-32"])
+def test_byte_order_marks_say_the_encoding(tmp_path, encoding):
+  path = tmp_path / "d.csv"
+  path.write_bytes("text,label\nw1 caf\u00e9,pos\nw2,neg\n".encode(encoding))
+  _, examples = read(str(path), encoding=("utf-8", "latin-1"))
+  assert list(examples.texts[0]) == ["w1 caf\u00e9", "w2"]
+
+
+def test_utf16_without_a_byte_order_mark_is_named(tmp_path):
+  path = tmp_path / "d.csv"
+  path.write_bytes("text,label\nw1,pos\nw2,neg\n".encode("utf-16-le"))
+  with pytest.raises(errors.DataError, match=r"holds NUL characters \(line 1\), as UTF-16 "
+                     r'without a byte-order mark does: pass encoding="utf-16-le"'):
+    read(str(path))
+  _, examples = read(str(path), encoding="utf-16-le")
+  assert list(examples.texts[0]) == ["w1", "w2"]
+
+
+def test_the_same_text_and_label_column_is_refused(tmp_path):
+  with pytest.raises(errors.UsageError, match=r"text_column='label' and label_column='label' "
+                     "name the same column: a model would learn each label from itself"):
+    read(_write(tmp_path / "d.csv", "text,label\nx,a\n"), text_column="label")
+
+
+def test_swapped_text_and_label_columns_are_named(tmp_path):
+  path = _write(tmp_path / "d.csv",
+                "label,text\nw1 w2,pos\nw3 w4,neg\nw5,pos\nw6 w7,neg\nw8,pos\n")
+  with pytest.raises(errors.DataError, match=r"column 'label' \(label_column\) holds 5 "
+                     r"different values in 5 examples, as texts do, and column 'text' "
+                     r"\(text_column\) 2, as labels do .*they look swapped\. Pass "
+                     r"text_column='label' and label_column='text'\."):
+    read(path)
+  spec, _ = read(path, text_column="label", label_column="text")
+  assert spec.label_names == ("neg", "pos")
+
+
+@pytest.mark.parametrize("content", [
+    "text,label\nw1,pos,\nw2,neg,\n",  # Every row.
+    "text,label,\nw1,pos\nw2,neg\n",  # The header only.
+])
+def test_a_delimiter_ending_every_line_is_dropped(tmp_path, content):
+  spec, examples = read(_write(tmp_path / "d.csv", content))
+  assert spec.label_names == ("neg", "pos")
+  assert list(examples.texts[0]) == ["w1", "w2"]
+
+
+def test_a_delimiter_ending_some_rows_is_named(tmp_path):
+  with pytest.raises(errors.DataError, match=r"row 2 \(line 3\): has 3 fields but the header "
+                     "has 2; it ends with a comma that the header does not; remove it"):
+    read(_write(tmp_path / "d.csv", "text,label\nw1,pos\nw2,neg,\nw3,pos\n"))
+
+
+@pytest.mark.parametrize("label", ["nan", "None", "NULL", "n/a", "<NA>"])
+def test_missing_value_labels_are_refused(tmp_path, label):
+  path = _write(tmp_path / "d.csv", f"text,label\nw1,{label}\nw2,pos\nw3,neg\nw4,{label}\n")
+  with pytest.raises(errors.DataError, match=rf"labels '{label}' \(2 examples\) \(e\.g\. at "
+                     r".*d\.csv, row 1 \(line 2\)\) are how pandas, Python or SQL write a "
+                     "missing value, not classes"):
+    read(path)
+  # A class the caller names is a class.
+  spec, _ = read(path, label_names=["neg", "pos", label])
+  assert spec.label_names == ("neg", "pos", label)
+
+
+def test_labels_differing_only_by_case_are_refused_or_merged(tmp_path, logged_info):
+  path = _write(tmp_path / "d.csv",
+                "text,label\nw1,Positive\nw2,positive\nw3,negative\nw4,positive\nw5,NEGATIVE\n")
+  with pytest.raises(errors.DataError, match=r"labels that differ only by case would be "
+                     r"classes of their own: 'NEGATIVE' \(1 example\), 'negative' \(1 example\); "
+                     r"'Positive' \(1 example\), 'positive' \(2 examples\)\. Fix the labels, or "
+                     r"pass merge_label_case=True"):
+    read(path)
+  spec, examples = read(path, merge_label_case=True)
+  # The most frequent spelling, else the first in sort order.
+  assert spec.label_names == ("NEGATIVE", "positive")
+  assert examples.labels.tolist() == [1, 1, 0, 1, 0]
+  assert "read labels 'Positive' (1 example), 'positive' (2 examples) as 'positive'" in (
+      "\n".join(logged_info))
+  spec, _ = read(path, merge_label_case=True, label_names=["negative", "positive"])
+  assert spec.label_names == ("negative", "positive")
