@@ -123,6 +123,20 @@ class ExportMultitaskTest(tf.test.TestCase):
         if routed_task == name:
           self.assertAllClose(routed[row, :own.shape[1]], own[row], atol=1e-5, rtol=0)
 
+  def test_a_single_task_export_is_not_replaced_without_overwrite(self):
+    """--export_dir naming a task's own SavedModel is refused in one line naming
+    --overwrite, and that SavedModel is kept."""
+    single = os.path.join(self.exports["reviews"], "saved_model")
+    before = sorted(os.listdir(single))
+    result = _run(["experiments/export_multitask.py",
+                   f"--tasks=reviews={self.exports['reviews']}/adapters",
+                   f"--export_dir={single}"])
+    self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+    self.assertIn("another kind of SavedModel", result.stderr)
+    self.assertIn("--overwrite", result.stderr)
+    self.assertNotIn("Traceback", result.stderr)
+    self.assertEqual(sorted(os.listdir(single)), before)
+
   def test_bad_tasks_flag_is_one_line_error(self):
     result = _run(["experiments/export_multitask.py", "--tasks=reviews",
                    f"--export_dir={self.create_tempdir().full_path}"])

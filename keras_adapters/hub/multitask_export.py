@@ -27,6 +27,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
+from tensorflow.core.protobuf import saved_model_pb2
+
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import task_export
@@ -67,11 +69,12 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
       artifact folder, as `save_adapters` writes it with a head and preprocessing (the
       `run_classification.py` / `run_glue.py` exports do), trained with tuning `adapters`
       or `layer_norm` (the others change the base, which then is not shared).
-    export_dir: Folder to write, replaced atomically if it holds a SavedModel; another
-      non-empty folder is refused unless `overwrite=True`.
+    export_dir: Folder to write, replaced atomically if it holds a multi-task SavedModel;
+      another non-empty folder (a single-task SavedModel included) is refused unless
+      `overwrite=True`.
     preprocess_handle: The TF Hub preprocessing model of every task, in place of the
       recorded ones (another machine, a moved cache).
-    overwrite: Replace a non-empty folder that is not a SavedModel.
+    overwrite: Replace a non-empty folder that is not a multi-task SavedModel.
 
   Returns:
     `export_dir`.
@@ -82,9 +85,11 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   """
   export_dir = os.fspath(export_dir)
   if (os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite
-      and not tf.saved_model.contains_saved_model(export_dir)):
+      and not _is_multitask_export(export_dir)):
+    held = ("another kind of SavedModel (a single-task export?)"
+            if tf.saved_model.contains_saved_model(export_dir) else "other files")
     raise MultitaskExportError(
-        f"{export_dir!r} is a non-empty folder that is not a SavedModel; exporting there would "
+        f"{export_dir!r} holds {held}, not a multi-task SavedModel; exporting there would "
         "delete what it holds. Pick another folder, or pass overwrite=True to replace it.")
   base = hub_encoder.read_hub_encoder(base_handle)
   specs = [_TaskSpec.read(name, directory, base.fingerprint, preprocess_handle)
@@ -100,6 +105,18 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   with atomic_io.atomic_directory(export_dir) as staging:
     tf.saved_model.save(module, staging, signatures=signatures)
   return export_dir
+
+
+def _is_multitask_export(directory):
+  """Whether `directory` holds a SavedModel with the routed signature, as this module writes;
+  read from `saved_model.pb` without loading the model."""
+  path = os.path.join(directory, "saved_model.pb")
+  if not os.path.isfile(path):
+    return False
+  saved_model = saved_model_pb2.SavedModel()
+  with open(path, "rb") as f:
+    saved_model.ParseFromString(f.read())
+  return any(ROUTED_SIGNATURE in graph.signature_def for graph in saved_model.meta_graphs)
 
 
 class _TaskSpec:
@@ -169,6 +186,18 @@ def _shared_base_arguments(specs):
           f"The tasks differ in their {what} ({by_task}); one SavedModel runs them in one "
           "graph, so they must agree.")
   return specs[0].config["base"]["activation"], specs[0].config["base"]["layer_norm_epsilon"]
+
+
+def _same_row_counts(task, text, text_pair):
+  """Assertions that the routed inputs have one entry per row each: else a row would be
+  answered with another row's text, or dropped, without a word."""
+  checks = []
+  for name, values in (("text", text), ("text_pair", text_pair)):
+    if values is not None:
+      checks.append(tf.debugging.Assert(tf.equal(tf.size(task), tf.size(values)), [
+          "routed: `task` has", tf.size(task), f"rows but `{name}` has", tf.size(values),
+          "; give one task name and one text (and text_pair) per row."]))
+  return checks
 
 
 class _MultitaskModule(tf.Module):
@@ -247,9 +276,10 @@ class _MultitaskModule(tf.Module):
   def predict_routed(self, task, text, text_pair=None):
     """Every row answered by its own task, in one pass of the encoder."""
     task_ids = self.task_ids.lookup(task)
-    with tf.control_dependencies([tf.debugging.assert_non_negative(
-        task_ids, message="Unknown task name in `task`; this model serves "
-        f"{[spec.name for spec in self.specs]}.")]):
+    with tf.control_dependencies(_same_row_counts(task, text, text_pair) + [
+        tf.debugging.assert_non_negative(
+            task_ids, message="Unknown task name in `task`; this model serves "
+            f"{[spec.name for spec in self.specs]}.")]):
       task_ids = tf.identity(task_ids)
     longest = max(spec.preprocessing.seq_length for spec in self.specs)
     rows, packed = [], []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -134,6 +135,37 @@ class MultitaskExportTest(tf.test.TestCase):
                                        text=tf.constant(["w1", "w2"]),
                                        text_pair=tf.constant(["", ""]))
 
+  def test_routed_inputs_of_other_lengths_are_an_error_naming_them(self):
+    """One task for three texts (once answered once, two texts dropped) and three tasks for
+    one text (once a raw gather error) are refused, naming the inputs and their lengths."""
+    routed = self.loaded.signatures["routed"]
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"`task` has\] \[1\] \[rows but `text` has\] \[3\]"):
+      routed(task=tf.constant(["sentiment"]), text=tf.constant(_TEXTS[:3]),
+             text_pair=tf.constant([""]))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"`task` has\] \[3\] \[rows but `text` has\] \[1\]"):
+      routed(task=tf.constant(["sentiment"] * 3), text=tf.constant(_TEXTS[:1]),
+             text_pair=tf.constant([""] * 3))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"`task` has\] \[2\] \[rows but `text_pair` has\] \[1\]"):
+      routed(task=tf.constant(["similarity"] * 2), text=tf.constant(_TEXTS[:2]),
+             text_pair=tf.constant(_PAIRS[:1]))
+
+  def test_an_export_of_another_kind_is_replaced_only_with_overwrite(self):
+    """A single-task SavedModel in export_dir is refused unless overwrite=True; a multi-task
+    export there is replaced."""
+    out = os.path.join(self.create_tempdir().full_path, "out")
+    shutil.copytree(os.path.join(self.root, "single", "topic"), out)
+    tasks = {"topic": self.artifacts["topic"]}
+    with self.assertRaisesRegex(multitask_export.MultitaskExportError,
+                                "another kind of SavedModel.*overwrite=True"):
+      multitask_export.export_multitask(self.handle, tasks, out)
+    self.assertNotIn("routed", tf.saved_model.load(out).signatures)
+    multitask_export.export_multitask(self.handle, tasks, out, overwrite=True)
+    multitask_export.export_multitask(self.handle, tasks, out)  # its own kind: replaced
+    self.assertIn("routed", tf.saved_model.load(out).signatures)
+
   def test_one_copy_of_the_base(self):
     """The SavedModel's float variables are the base once plus each task's stacked part."""
     base = sum(v.size for v in hub_encoder.read_hub_encoder(self.handle).weights.values())
@@ -175,6 +207,20 @@ class MultitaskExportTest(tf.test.TestCase):
     with self.assertRaisesRegex(multitask_export.MultitaskExportError, "overwrite=True"):
       multitask_export.export_multitask(self.handle, {"topic": self.artifacts["topic"]}, out)
     self.assertEqual(os.listdir(out), ["keep.txt"])
+
+  def test_a_swapped_weights_file_is_refused(self):
+    """export_multitask reads artifacts through their checksum like every other reader."""
+    root = self.create_tempdir().full_path
+    first, second = (model_testing.save_random_task_artifact(
+        os.path.join(root, name), self.handle, testing.tiny_preprocess_handle(), seed=seed)
+        for name, seed in (("first", 4), ("second", 5)))
+    shutil.copyfile(os.path.join(second, adapter_artifact.WEIGHTS_FILE),
+                    os.path.join(first, adapter_artifact.WEIGHTS_FILE))
+    with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
+                                "first/adapter_model.safetensors.*is not the weights file.*"
+                                "first/adapter_config.json"):
+      multitask_export.export_multitask(self.handle, {"first": first},
+                                        os.path.join(root, "out"))
 
   def test_tasks_must_agree_on_the_adapters_activation(self):
     tanh = model_testing.save_random_task_artifact(
