@@ -7,16 +7,19 @@ files (`--train_file`, `--validation_file`, `--test_file`, as Hugging Face's
 `run_classification.py` takes them); each split is recorded in a manifest.
 """
 
+import collections
 import dataclasses
 import os
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 
 from keras_adapters.tasks import builtin_datasets
 from keras_adapters.tasks import splits as splits_lib
 from keras_adapters.tasks import text_classification
+from keras_adapters.utils import errors
 
 _SPLITS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "splits")
 
@@ -37,6 +40,13 @@ flags.DEFINE_string("label_column", "label",
 flags.DEFINE_list("encoding", ["utf-8"],
                   "Encoding of --data_path or the --train_file, ... files; several, "
                   "comma-separated, are tried in order for each file (e.g. utf-8,latin-1).")
+flags.DEFINE_string("delimiter", None,
+                    "What separates the fields of --data_path or the --train_file, ... CSV/TSV "
+                    f"files: {', '.join(text_classification.DELIMITERS)} or the character; "
+                    "default: found from the header.")
+flags.DEFINE_bool("merge_label_case", False,
+                  "Read labels that differ only by case (Positive, positive) as one class, "
+                  "spelt as most examples spell it, instead of stopping.")
 flags.DEFINE_bool("drop_empty", False,
                   "Drop examples of --data_path or the --train_file, ... files whose text is "
                   "empty instead of stopping.")
@@ -93,14 +103,40 @@ def load_splits(model_dir, max_train_examples):
     # A fixed subset (seed 0), the same for every method and seed of a comparison.
     keep = np.sort(np.random.default_rng(0).permutation(len(train))[:max_train_examples])
     train = text_classification.select_examples(train, keep)
-  return spec, dict(train=train, validation=validation, test=test)
+  splits = dict(train=train, validation=validation, test=test)
+  logging.info("%s", class_counts(spec, splits))
+  return spec, splits
+
+
+def class_counts(spec, splits):
+  """A line giving each class's examples in each split, e.g. `Classes (train/validation/test
+  examples): 'bad' 8/1/1, 'good' 9/1/1`: a wrong label column or a missing class shows."""
+  counts = {name: collections.Counter(split.labels.tolist()) for name, split in splits.items()}
+  return (f"Classes ({'/'.join(splits)} examples): " + ", ".join(
+      f"{label!r} " + "/".join(str(counts[name][class_id]) for name in splits)
+      for class_id, label in enumerate(spec.label_names)))
 
 
 def _read(path):
   """Reads a --data_path or --train_file, ... file with the reading flags."""
   return text_classification.read_text_classification(
       path, text_column=FLAGS.text_column, label_column=FLAGS.label_column,
-      encoding=FLAGS.encoding, name=task_name(), drop_empty=FLAGS.drop_empty)
+      encoding=FLAGS.encoding, name=task_name(), drop_empty=FLAGS.drop_empty,
+      delimiter=FLAGS.delimiter, merge_label_case=FLAGS.merge_label_case)
+
+
+def _read_split_file(name):
+  """Reads the file of the split flag `name`; a column the training file has and this one
+  has not is named as a difference between the files, not a wrong column flag."""
+  try:
+    return _read(FLAGS[name].value)
+  except text_classification.MissingColumnError as e:
+    if name == _SPLIT_FILE_FLAGS[0]:
+      raise
+    raise errors.DataError(
+        f"--{name} {FLAGS[name].value} has the columns {e.columns}, not the column "
+        f"{e.column!r} (--{e.argument}) that --train_file has: the three files share "
+        f"--text_column and --label_column. Rename its columns as in --train_file.") from e
 
 
 def _read_split_files():
@@ -121,10 +157,10 @@ def _read_split_files():
     raise app.UsageError(
         f"{' and '.join(others)} and --train_file, --validation_file, --test_file each name "
         "the data: give only one of them.")
-  parts = [_read(FLAGS[name].value) for name in _SPLIT_FILE_FLAGS]
+  parts = [_read_split_file(name) for name in _SPLIT_FILE_FLAGS]
   spec = parts[0][0]
   if len(spec.label_names) < 2:
-    raise ValueError(
+    raise errors.DataError(
         f"--train_file {FLAGS.train_file} has examples of one class only, "
         f"{spec.label_names[0]!r}: a classifier learns nothing from it. Check --label_column "
         "and that the file holds every class.")
@@ -133,7 +169,7 @@ def _read_split_files():
   for name, split, (part_spec, part) in zip(_SPLIT_FILE_FLAGS, splits_lib.SPLIT_NAMES, parts):
     unseen = [label for label in part_spec.label_names if label not in class_id]
     if unseen:
-      raise ValueError(
+      raise errors.DataError(
           f"--{name} {FLAGS[name].value} has examples of classes {unseen} that --train_file "
           f"has none of, so no model learns them (--train_file's classes are "
           f"{list(spec.label_names)}). Add training examples of them, or remove them from "
