@@ -1,4 +1,4 @@
-"""A BERT Transformer encoder block with Houlsby adapters in both sub-layers."""
+"""A BERT Transformer encoder block with bottleneck adapters in its sub-layers."""
 
 import math
 from typing import Callable, NamedTuple, Optional
@@ -13,8 +13,9 @@ from keras_adapters.layers import self_attention as self_attention_lib
 class BlockAdapters(NamedTuple):
   """What an adapter set puts into one block: its two adapters and two LayerNorms.
 
-  Each is a callable from `[batch, seq, hidden]` to the same shape (a Keras layer, or a
-  function applying per-example parameters); an adapter may be `None` (no adapter there).
+  Each is a Keras layer or a function applying per-example parameters. A LayerNorm maps
+  `[batch, seq, hidden]` to the same shape; an adapter is called as `Adapter` is, on the
+  sub-layer's output, its input and its LayerNorm, and may be `None` (no adapter there).
   """
   attention_adapter: Optional[Callable]
   self_attention_layer_norm: Callable
@@ -26,12 +27,16 @@ class BlockAdapters(NamedTuple):
 class AdaptedTransformerBlock(keras.layers.Layer):
   """Post-LayerNorm BERT block with an adapter after each output projection.
 
-  The data path is BERT's, with the two adapters where Houlsby et al. put them: after the
-  attention output projection and after the feed-forward output projection, each after the
-  sub-layer's dropout and before its residual add and LayerNorm.
+  The data path is BERT's, by default with the two adapters where Houlsby et al. put them:
+  after the attention output projection and after the feed-forward output projection, each
+  after the sub-layer's dropout and before its residual add and LayerNorm.
 
       a = LayerNorm(x + Adapter(Dropout(SelfAttention(x))))
       y = LayerNorm(a + Adapter(Dropout(W_out · act(W_in · a))))
+
+  `adapter_options` (AdapterHub's names, `adapter.ADAPTER_OPTIONS`) pick other placements:
+  the feed-forward adapter only (Pfeiffer), parallel adapters, the base's LayerNorm before
+  the adapter too, the adapters' own LayerNorms and scaling.
 
   Sub-layer names follow the Model Garden `TransformerEncoderBlock` (`self_attention`,
   `self_attention_layer_norm`, `intermediate`, `output`, `output_layer_norm`), so TF Hub
@@ -56,6 +61,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     adapter_size: Adapter bottleneck `m`, or `None` for a block without adapters.
     adapter_activation: Nonlinearity inside the adapters.
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
+    adapter_options: A dict of AdapterHub options (`adapter.ADAPTER_OPTIONS`); unset ones
+      keep their (Houlsby) defaults.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -69,6 +76,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
                adapter_size=None,
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
+               adapter_options=None,
                **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
@@ -80,6 +88,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.adapter_size = adapter_size
     self.adapter_activation = adapter_activation
     self.adapter_init_stddev = adapter_init_stddev
+    self.adapter_options = dict(adapter_options or {})
+    adapter_lib.validate_options(self.adapter_options)
 
   def build(self, input_shape):
     hidden_size = input_shape[-1]
@@ -93,10 +103,16 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.output_dense = keras.layers.Dense(hidden_size, name="output")
     self.output_dropout = keras.layers.Dropout(self.dropout_rate)
     self.output_layer_norm = self._layer_norm("output_layer_norm")
-    self.attention_adapter = self._adapter("attention_adapter")
-    self.feedforward_adapter = self._adapter("feedforward_adapter")
+    options = {**adapter_lib.ADAPTER_OPTIONS, **self.adapter_options}
+    after_attention, after_feedforward = options.pop("mh_adapter"), options.pop("output_adapter")
+    self.attention_adapter = self._adapter("attention_adapter", after_attention, options)
+    self.feedforward_adapter = self._adapter("feedforward_adapter", after_feedforward, options)
     # Sub-layers build on their first call, inside the call's name scopes, so variable names
     # read like a TF Hub export's: ".../transformer/layer_0/self_attention/query/kernel".
+    # The LayerNorms build here: an adapter may call them first, inside its own scope.
+    for norm in (self.self_attention_layer_norm, self.output_layer_norm):
+      with tf.name_scope(norm.name):
+        norm.build(input_shape)
     super().build(input_shape)
 
   def _layer_norm(self, name):
@@ -104,14 +120,15 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     return keras.layers.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
 
-  def _adapter(self, name):
-    if self.adapter_size is None:
+  def _adapter(self, name, placed, options):
+    if self.adapter_size is None or not placed:
       return None
     return adapter_lib.Adapter(
         self.adapter_size,
         activation=self.adapter_activation,
         init_stddev=self.adapter_init_stddev,
-        name=name)
+        name=name,
+        **options)
 
   @property
   def adapters(self):
@@ -128,15 +145,13 @@ class AdaptedTransformerBlock(keras.layers.Layer):
       adapters = self.own_adapters()
     attention = self.self_attention(inputs, attention_mask=attention_mask, training=training)
     attention = self.attention_dropout(attention, training=training)
-    if adapters.attention_adapter is not None:
-      attention = adapters.attention_adapter(attention)
-    attention = adapters.self_attention_layer_norm(inputs + attention)
+    attention = _join(adapters.attention_adapter, attention, inputs,
+                      adapters.self_attention_layer_norm)
 
     feedforward = self.output_dense(self.intermediate(attention))
     feedforward = self.output_dropout(feedforward, training=training)
-    if adapters.feedforward_adapter is not None:
-      feedforward = adapters.feedforward_adapter(feedforward)
-    return adapters.output_layer_norm(attention + feedforward)
+    return _join(adapters.feedforward_adapter, feedforward, attention,
+                 adapters.output_layer_norm)
 
   def get_config(self):
     config = super().get_config()
@@ -150,8 +165,16 @@ class AdaptedTransformerBlock(keras.layers.Layer):
         "adapter_size": self.adapter_size,
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,
+        "adapter_options": self.adapter_options,
     })
     return config
+
+
+def _join(adapter, hidden, sublayer_input, layer_norm):
+  """A sub-layer's output: BERT's `layer_norm(x + hidden)`, or as its adapter places it."""
+  if adapter is None:
+    return layer_norm(sublayer_input + hidden)
+  return adapter(hidden, sublayer_input=sublayer_input, layer_norm=layer_norm)
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")

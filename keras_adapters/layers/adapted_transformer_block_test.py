@@ -55,7 +55,7 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     arguments = [name for name, p in inspect.signature(
         adapted_transformer_block.AdaptedTransformerBlock.__init__).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD]
-    self.assertLen(arguments, 9)
+    self.assertLen(arguments, 10)
     for name in arguments:
       self.assertIn(name, config)
       self.assertEqual(config[name], getattr(block, name))

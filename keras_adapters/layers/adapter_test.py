@@ -110,7 +110,9 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
     arguments = [name for name, p in inspect.signature(
         adapter_lib.Adapter.__init__).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD]
-    self.assertEqual(arguments, ["adapter_size", "activation", "init_stddev"])
+    self.assertEqual(arguments, ["adapter_size", "activation", "init_stddev"]
+                     + [k for k in adapter_lib.ADAPTER_OPTIONS
+                        if k not in ("mh_adapter", "output_adapter")])
     self.assertEqual(config["adapter_size"], 7)
     self.assertEqual(config["activation"], "tanh")
     self.assertEqual(config["init_stddev"], 0.03)

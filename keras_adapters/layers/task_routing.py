@@ -3,20 +3,27 @@
 One pass of a shared encoder then answers a batch that mixes tasks: each example's adapter
 and LayerNorm parameters are gathered by its task id. Tasks with smaller adapters (or none
 in a block) are zero-padded to the largest bottleneck, which leaves their outputs exact: a
-zero row of `W_up` adds nothing whatever the activation gives the padded units.
+zero row of `W_up` adds nothing whatever the activation gives the padded units. A task
+without an adapter where another has one takes the plain sub-layer path there, selected per
+example, so every placement option stays exact.
 """
+
+import functools
 
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
+from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
 
 _ADAPTER_SLOTS = ("attention_adapter", "feedforward_adapter")
 _LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
 _ADAPTER_PARTS = ("down_project/kernel", "down_project/bias", "up_project/kernel",
                   "up_project/bias")
+# An adapter's own LayerNorms (AdapterHub's ln_before / ln_after), when its options have them.
+_ADAPTER_NORMS = ("ln_before", "ln_after")
 
 
 def layer_norm(inputs, gamma, beta, epsilon):
@@ -54,10 +61,12 @@ class StackedAdapters(tf.Module):
     activation: The adapters' nonlinearity, the same for every task.
     layer_norm_epsilon: LayerNorm epsilon of the encoder.
     name: Module name.
+    adapter_options: The adapters' AdapterHub options (`adapter.ADAPTER_OPTIONS`), the same
+      for every task.
   """
 
   def __init__(self, task_weights, num_layers, activation, layer_norm_epsilon,
-               name="stacked_adapters"):
+               name="stacked_adapters", adapter_options=None):
     super().__init__(name=name)
     if not task_weights:
       raise ValueError("StackedAdapters needs the weights of at least one task.")
@@ -65,8 +74,17 @@ class StackedAdapters(tf.Module):
     self.num_layers = num_layers
     self.activation = keras.activations.get(activation)
     self.layer_norm_epsilon = layer_norm_epsilon
+    adapter_lib.validate_options(adapter_options or {})
+    self.adapter_options = {
+        name: value for name, value in {**adapter_lib.ADAPTER_OPTIONS,
+                                        **(adapter_options or {})}.items()
+        if name not in ("mh_adapter", "output_adapter")}
     self.layer_norms = {}
     self.adapters = {}
+    # Per adapter position: its own LayerNorms' stacked (gamma, beta), and which tasks have
+    # an adapter there when not all do.
+    self.adapter_layer_norms = {}
+    self.has_adapter = {}
     with self.name_scope:
       for prefix in self._layer_norm_prefixes():
         self.layer_norms[prefix] = tuple(
@@ -76,10 +94,19 @@ class StackedAdapters(tf.Module):
         for slot in _ADAPTER_SLOTS:
           prefix = f"transformer/layer_{index}/{slot}"
           stacked = _stack_adapters(prefix, task_weights)
-          if stacked is not None:
-            self.adapters[prefix] = tuple(
-                tf.Variable(value, trainable=False, name=f"{prefix}/{part}")
-                for value, part in zip(stacked, _ADAPTER_PARTS))
+          if stacked is None:
+            continue
+          self.adapters[prefix] = tuple(
+              tf.Variable(value, trainable=False, name=f"{prefix}/{part}")
+              for value, part in zip(stacked, _ADAPTER_PARTS))
+          present = [f"{prefix}/down_project/bias" in weights for weights in task_weights]
+          if not all(present):
+            self.has_adapter[prefix] = tf.constant(present)
+          self.adapter_layer_norms[prefix] = {
+              norm: tuple(tf.Variable(value, trainable=False, name=f"{prefix}/{norm}/{part}")
+                          for value, part in zip(_stack_norm(f"{prefix}/{norm}", task_weights),
+                                                 ("gamma", "beta")))
+              for norm in _ADAPTER_NORMS if self.adapter_options[norm]}
 
   def _layer_norm_prefixes(self):
     return ["embeddings/layer_norm"] + [
@@ -105,8 +132,25 @@ class StackedAdapters(tf.Module):
         return None
       down_kernel, down_bias, up_kernel, up_bias = (
           _rows(v, task_ids) for v in self.adapters[prefix])
-      return lambda x: x + _matmul(
-          self.activation(_matmul(x, down_kernel) + down_bias), up_kernel) + up_bias
+      norms = {}
+      for norm, (gamma, beta) in self.adapter_layer_norms[prefix].items():
+        norms[f"norm_{norm[3:]}"] = functools.partial(
+            layer_norm, gamma=_rows(gamma, task_ids), beta=_rows(beta, task_ids),
+            epsilon=adapter_lib.ADAPTER_LAYER_NORM_EPSILON)
+      parts = adapter_lib.AdapterParts(
+          lambda x: _matmul(self.activation(_matmul(x, down_kernel) + down_bias),
+                            up_kernel) + up_bias, **norms)
+
+      def placed(hidden, sublayer_input, layer_norm):
+        output = adapter_lib.place_adapter(parts, self.adapter_options, hidden,
+                                           sublayer_input, layer_norm)
+        if prefix not in self.has_adapter:
+          return output
+        # Tasks without an adapter here take BERT's own path.
+        present = tf.reshape(tf.gather(self.has_adapter[prefix], task_ids), [-1, 1, 1])
+        return tf.where(present, output, layer_norm(sublayer_input + hidden))
+
+      return placed
 
     blocks = tuple(
         adapted_transformer_block.BlockAdapters(
@@ -131,6 +175,17 @@ def _matmul(inputs, kernel):
   if kernel.shape.rank == 2:
     return tf.einsum("bsn,nk->bsk", inputs, kernel)
   return tf.einsum("bsn,bnk->bsk", inputs, kernel)
+
+
+def _stack_norm(prefix, task_weights):
+  """`[tasks, hidden]` gamma and beta of an adapter's own LayerNorm (identity where absent)."""
+  hidden = next(weights[f"{prefix}/gamma"].shape[0]
+                for weights in task_weights if f"{prefix}/gamma" in weights)
+  gammas = [weights.get(f"{prefix}/gamma", np.ones([hidden], np.float32))
+            for weights in task_weights]
+  betas = [weights.get(f"{prefix}/beta", np.zeros([hidden], np.float32))
+           for weights in task_weights]
+  return np.stack(gammas), np.stack(betas)
 
 
 def _stack_adapters(prefix, task_weights):

@@ -1,9 +1,14 @@
 """`AdapterConfig`: one task's adapter settings, as peft's and AdapterHub's config objects."""
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
+from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.models import tuning as tuning_lib
+
+_OPTIONS = adapter_lib.ADAPTER_OPTIONS
+# AdapterHub's activation names (`non_linearity`) that Keras spells otherwise.
+_ACTIVATION_ALIASES = {"silu": "swish"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,11 +23,18 @@ class AdapterConfig:
   >>> AdapterConfig.from_dict(config.to_dict()) == config
   True
 
+  The placement and residual options carry AdapterHub's names (its `BnConfig`), so its
+  configs map one to one: the defaults are Houlsby's placement (AdapterHub's
+  `DoubleSeqBnConfig`, with the paper's ReLU and m=64); `AdapterConfig(mh_adapter=False,
+  original_ln_before=True, reduction_factor=16)` is Pfeiffer's (`SeqBnConfig`);
+  `AdapterConfig(mh_adapter=False, is_parallel=True, scaling=4.0, reduction_factor=2)` is
+  He et al.'s parallel adapter (`ParBnConfig`).
+
   Attributes:
     adapter_size: Bottleneck `m` of every adapter, or `None` for no adapters (the
-      `layer_norm`, `top_k` and `full` baselines).
+      `layer_norm`, `top_k` and `full` baselines). Unused when `reduction_factor` is set.
     activation: Nonlinearity inside the adapters, any Keras activation name (ReLU in the
-      paper).
+      paper; AdapterHub offers relu, swish (= silu), gelu and tanh).
     init_stddev: Standard deviation of the adapters' truncated-normal initial projections;
       `0` makes every adapter an exact identity.
     leave_out: Indices of the Transformer layers that get no adapters (AdapterHub's
@@ -30,6 +42,20 @@ class AdapterConfig:
     tuning: What trains: `"adapters"` (adapters + LayerNorms, the paper), `"layer_norm"`,
       `"top_k"` or `"full"`; see `keras_adapters.models.tuning`.
     top_k: Number of top layers that train with `tuning="top_k"`.
+    reduction_factor: AdapterHub's way to size the bottleneck: `m = hidden_size //
+      reduction_factor`, in place of `adapter_size`.
+    mh_adapter: An adapter after the attention sub-layer.
+    output_adapter: An adapter after the feed-forward sub-layer.
+    is_parallel: Parallel adapters (He et al. 2022): each reads its sub-layer's input and
+      adds to its output.
+    scaling: Factor on each adapter's output.
+    original_ln_before: The base's residual add and LayerNorm also come before the adapter.
+    original_ln_after: The base's residual add and LayerNorm come after the adapter.
+    residual_before_ln: Where the adapter's skip starts: before the base LayerNorm (True),
+      after it (False), or after the base's residual add (`"post_add"`).
+    adapter_residual_before_ln: With `ln_after`, the skip joins before that LayerNorm.
+    ln_before: A LayerNorm of the adapter's own on its input.
+    ln_after: A LayerNorm of the adapter's own on its output.
   """
   adapter_size: Optional[int] = 64
   activation: str = "relu"
@@ -37,6 +63,17 @@ class AdapterConfig:
   leave_out: Tuple[int, ...] = ()
   tuning: str = "adapters"
   top_k: Optional[int] = None
+  reduction_factor: Optional[float] = None
+  mh_adapter: bool = _OPTIONS["mh_adapter"]
+  output_adapter: bool = _OPTIONS["output_adapter"]
+  is_parallel: bool = _OPTIONS["is_parallel"]
+  scaling: float = _OPTIONS["scaling"]
+  original_ln_before: bool = _OPTIONS["original_ln_before"]
+  original_ln_after: bool = _OPTIONS["original_ln_after"]
+  residual_before_ln: Union[bool, str] = _OPTIONS["residual_before_ln"]
+  adapter_residual_before_ln: bool = _OPTIONS["adapter_residual_before_ln"]
+  ln_before: bool = _OPTIONS["ln_before"]
+  ln_after: bool = _OPTIONS["ln_after"]
 
   def __post_init__(self):
     size = self.adapter_size
@@ -45,6 +82,17 @@ class AdapterConfig:
       raise ValueError(
           f"adapter_size must be a positive integer (the paper uses 2 to 256), or None for "
           f"no adapters; got {size!r}.")
+    rate = self.reduction_factor
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                             or rate <= 0):
+      raise ValueError(f"reduction_factor must be a number > 0 (AdapterHub uses 16 or 2), "
+                       f"got {rate!r}.")
+    if rate is not None and size is None:
+      raise ValueError("reduction_factor sizes adapters, but adapter_size=None asks for none: "
+                       "leave adapter_size at its default.")
+    adapter_lib.validate_options(self.adapter_options())
+    object.__setattr__(self, "activation",
+                       _ACTIVATION_ALIASES.get(self.activation, self.activation))
     if not isinstance(self.init_stddev, (int, float)) or self.init_stddev < 0:
       raise ValueError(f"init_stddev must be a number >= 0, got {self.init_stddev!r}.")
     if isinstance(self.leave_out, (str, bytes)) or not all(
@@ -62,6 +110,16 @@ class AdapterConfig:
   def trains_base(self):
     """Whether training this set changes the shared base (`top_k`, `full`)."""
     return self.tuning not in tuning_lib.BASE_FROZEN_POLICIES
+
+  def adapter_options(self):
+    """The placement and residual options, as the layers take them (`adapter_options=`)."""
+    return {name: getattr(self, name) for name in _OPTIONS}
+
+  def bottleneck_size(self, hidden_size):
+    """The adapters' `m` in an encoder of width `hidden_size` (`None`: no adapters)."""
+    if self.reduction_factor is not None:
+      return max(1, int(hidden_size // self.reduction_factor))
+    return self.adapter_size
 
   def validate_for(self, num_layers):
     """Raises a clear error when this config cannot apply to a `num_layers`-layer encoder."""
