@@ -70,6 +70,10 @@ def main(argv):
   if FLAGS.max_trials < 1 or not 0 < FLAGS.max_epochs < math.inf:
     raise app.UsageError(f"--max_trials={FLAGS.max_trials} --max_epochs={FLAGS.max_epochs}: "
                          "--max_trials must be at least 1 and --max_epochs positive and finite.")
+  # Checked before any data is read: a misspelt --embeddings fails here, not in every trial.
+  settings = automl.SearchSettings(
+      oracle=FLAGS.oracle, embeddings=tuple(FLAGS.embeddings), max_trials=FLAGS.max_trials,
+      max_epochs=FLAGS.max_epochs, batch_size=FLAGS.batch_size, seed=FLAGS.seed)
   model_dir = FLAGS.model_dir or os.path.join("runs", "automl", task_flags.task_name())
   spec, splits = task_flags.load_splits(model_dir, FLAGS.max_train_examples)
   results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
@@ -85,9 +89,6 @@ def main(argv):
           f"{100 * floor['test'][floor['metric']]:.2f} (C={floor['c']:g} chosen on validation)",
           flush=True)
   if automl.METHOD in FLAGS.methods:
-    settings = automl.SearchSettings(
-        oracle=FLAGS.oracle, embeddings=tuple(FLAGS.embeddings), max_trials=FLAGS.max_trials,
-        max_epochs=FLAGS.max_epochs, batch_size=FLAGS.batch_size, seed=FLAGS.seed)
     results = automl.run_automl(spec, splits, settings, model_dir, FLAGS.export_dir)
     atomic_io.write_json(os.path.join(results_dir, f"{automl.METHOD}.json"),
                          paths.portable(results, os.getcwd()))

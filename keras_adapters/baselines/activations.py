@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from keras_adapters.utils import errors
+
 ACTIVATIONS = {
     "relu": tf.nn.relu,
     "relu6": tf.nn.relu6,
@@ -15,5 +17,5 @@ ACTIVATIONS = {
 def get(name: str):
   """The activation function called `name`, one of `ACTIVATIONS`."""
   if name not in ACTIVATIONS:
-    raise ValueError(f"Unknown activation {name!r}; choose from {sorted(ACTIVATIONS)}.")
+    raise errors.UsageError(f"Unknown activation {name!r}; choose from {sorted(ACTIVATIONS)}.")
   return ACTIVATIONS[name]

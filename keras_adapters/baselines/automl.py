@@ -24,6 +24,7 @@ from keras_adapters.models import parameter_summary
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 METHOD = "no_bert"
 SETTINGS_FILE = "search_settings.json"
@@ -49,6 +50,9 @@ class SearchSettings:
   batch_size: int = 32
   seed: int = 0
 
+  def __post_init__(self):
+    embeddings_lib.check_embeddings(self.embeddings)
+
 
 def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.TextExamples],
                settings: SearchSettings, model_dir: str,
@@ -71,7 +75,7 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
   Raises:
     ValueError: A task this baseline cannot run, or settings that differ from those of the
       search already in `model_dir`.
-    RuntimeError: No trial completed.
+    errors.RunFailedError: No trial completed.
   """
   _check_task(spec)
   _record_settings(model_dir, settings)
@@ -86,8 +90,9 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
   trials = _trial_records(tuner)
   completed = tuner.oracle.get_best_trials(1)
   if not completed:
-    raise RuntimeError(f"No trial of the search in {model_dir} completed; the messages of the "
-                       f"failed ones are in its results: {trials[-1:]!r}")
+    raise errors.RunFailedError(
+        f"No trial of the search in {model_dir} completed; the messages of the failed ones "
+        f"are in its results: {trials[-1:]!r}")
   (best,) = completed
   results_path = os.path.join(model_dir, RESULTS_FILE)
   previous = _read_json(results_path)
@@ -174,7 +179,7 @@ def _trial_records(tuner: tuner_lib.AutoMLTuner):
 
 def _check_task(spec: examples_lib.TaskSpec) -> None:
   if spec.is_regression or len(spec.text_fields) != 1:
-    raise ValueError(
+    raise errors.UsageError(
         f"The no-BERT baseline classifies single texts; task {spec.name!r} has text fields "
         f"{list(spec.text_fields)} and labels {spec.label_names}.")
 
@@ -190,7 +195,7 @@ def _record_settings(model_dir: str, settings: SearchSettings) -> None:
     if changed:
       was = ", ".join(f"{k}={recorded.get(k)!r}" for k in changed)
       now = ", ".join(f"{k}={current[k]!r}" for k in changed)
-      raise ValueError(
+      raise errors.UsageError(
           f"The search in {model_dir} was made with {was}, not {now}. Resume it with its "
           "settings, or pass another model_dir= for a new search.")
   atomic_io.write_json(path, current)

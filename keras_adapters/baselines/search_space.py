@@ -45,6 +45,7 @@ import keras_tuner
 
 from keras_adapters.baselines import activations
 from keras_adapters.baselines import embeddings as embeddings_lib
+from keras_adapters.utils import errors
 
 PAPER_TRAINING_SAMPLES = (100_000, 200_000, 500_000, 1_000_000, 2_000_000)
 TRAINING_FRACTIONS = tuple(n / PAPER_TRAINING_SAMPLES[-1] for n in PAPER_TRAINING_SAMPLES)
@@ -109,9 +110,9 @@ class SearchSpace(keras_tuner.HyperModel):
     """
     super().__init__(name="no_bert_search_space")
     if not embeddings or len(set(embeddings)) != len(embeddings):
-      raise ValueError(f"embeddings= must name distinct modules, got {list(embeddings)}.")
+      raise errors.UsageError(f"embeddings= must name distinct modules, got {list(embeddings)}.")
     if not max_epochs > 0:
-      raise ValueError(f"max_epochs= must be positive, got {max_epochs}.")
+      raise errors.UsageError(f"max_epochs= must be positive, got {max_epochs}.")
     self.embeddings = tuple(embeddings)
     self.max_epochs = float(max_epochs)
 

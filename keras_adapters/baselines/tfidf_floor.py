@@ -14,6 +14,7 @@ from sklearn import pipeline
 
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import metrics as metrics_lib
+from keras_adapters.utils import errors
 
 METHOD = "tfidf_logreg"
 C_VALUES = (0.1, 1.0, 10.0, 100.0)
@@ -43,7 +44,7 @@ def run_tfidf_floor(spec: examples_lib.TaskSpec,
     all took.
   """
   if spec.is_regression or len(spec.text_fields) != 1:
-    raise ValueError(f"The TF-IDF floor classifies single texts; task {spec.name!r} has text "
+    raise errors.UsageError(f"The TF-IDF floor classifies single texts; task {spec.name!r} has text "
                      f"fields {list(spec.text_fields)} and labels {spec.label_names}.")
   start = time.time()
   train, validation, test = (splits[name] for name in ("train", "validation", "test"))

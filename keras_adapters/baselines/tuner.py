@@ -23,6 +23,7 @@ from keras_adapters.baselines import search_space as search_space_lib
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 ORACLES = ("random", "bayesian", "hyperband")
 # Some configurations diverge (learning rates up to 0.5); only a run of failures stops it.
@@ -68,7 +69,7 @@ def make_oracle(name: str, *, objective: str, max_trials: int, max_epochs: float
     # HyperbandOracle takes no max_trials, but the base Oracle honours the attribute.
     oracle.max_trials = max_trials
     return oracle
-  raise ValueError(f"Unknown oracle {name!r}; choose from {list(ORACLES)}.")
+  raise errors.UsageError(f"Unknown oracle {name!r}; choose from {list(ORACLES)}.")
 
 
 class AutoMLTuner(base_tuner.BaseTuner):
