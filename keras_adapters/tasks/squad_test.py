@@ -11,6 +11,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_adapters.tasks import squad
+from keras_adapters.tasks import squad_features
+from keras_adapters.utils import errors
 
 _CONTEXT = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California."
 
@@ -96,6 +98,30 @@ class ReadSquadFileTest(parameterized.TestCase):
         (_CONTEXT, [("q1", "Where?", [_answer("50")]), ("q1", "Again?", [_answer("50")])])]))
     with self.assertRaisesRegex(ValueError, r"question q1 appears twice"):
       squad.read_squad_file(path, training=False)
+
+  @parameterized.named_parameters(
+      ("version", dict(version="v2.0"), {}, r"\(version 'v2\.0'\)"),
+      ("unanswerable", {}, dict(is_impossible=True, plausible_answers=[]),
+       r"\(1 unanswerable questions \(is_impossible\)\)"),
+  )
+  def test_squad_v2_is_named_as_unsupported(self, document_fields, question_fields, found):
+    document = squad_document([(_CONTEXT, [("q1", "Where?", [_answer("50")]),
+                                           ("q2", "Who?", [_answer("Levi's Stadium")])])])
+    document.update(document_fields)
+    document["data"][0]["paragraphs"][0]["qas"][1].update(question_fields, answers=[])
+    with self.assertRaisesRegex(errors.DataError, r"data\.json is SQuAD v2\.0 " + found +
+                                r": v2\.0 is not supported, only v1\.1\. Give the v1\.1 files"):
+      squad.read_squad_file(self.write(document), training=False)
+
+  def test_a_byte_order_mark_is_read_past(self):
+    """As CSV files with one are read; the Model Garden's reader gets a copy without it."""
+    path = self.write("\ufeff" + json.dumps(squad_document([
+        (_CONTEXT, [("q1", "Where?", [_answer("Levi's Stadium")])])])))
+    data = squad.read_squad_file(path, training=True)
+    self.assertEqual(data.question_ids, ["q1"])
+    self.assertNotEqual(data.path, os.path.abspath(path))
+    (example,) = squad_features.read_examples(data, training=True)
+    self.assertEqual(example.orig_answer_text, "Levi's Stadium")
 
   def test_missing_file(self):
     with self.assertRaisesRegex(FileNotFoundError, r"There is no SQuAD file"):
