@@ -24,7 +24,9 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
                     "What trains: adapters (+LayerNorms, the paper), layer_norm, top_k, full.")
   flags.DEFINE_integer("top_k", None, "Top layers to train with --tuning=top_k.")
   flags.DEFINE_integer("adapter_size", 64, "Adapter bottleneck size m.")
-  flags.DEFINE_float("adapter_init_stddev", 1e-2, "Std of the adapters' initial weights.")
+  flags.DEFINE_float("adapter_init_stddev", 1e-2,
+                     "Std of the adapters' initial weights; 0 makes every adapter an exact "
+                     "identity.")
   flags.DEFINE_enum("pooling", "mean", list(classifier.POOLINGS),
                     "Head input: mean (mean of the sequence output, what the embedded "
                     "sentence-embedding encoder was trained to produce; its pooler never was) "
@@ -68,11 +70,11 @@ def check_base(config):
   # Imported here: reading a handle loads TensorFlow Hub.
   from keras_adapters.hub import compatibility  # pylint: disable=g-import-not-at-top
   from keras_adapters.hub import hub_encoder  # pylint: disable=g-import-not-at-top
-  encoder_config = hub_encoder.read_hub_encoder(config.hub_handle).config
-  compatibility.check_seq_length(config.max_seq_length, encoder_config)
+  base = hub_encoder.read_hub_encoder(config.hub_handle)
+  compatibility.check_seq_length(config.max_seq_length, base.config)
   compatibility.check_preprocessor(
-      compatibility.load_preprocessor(config.preprocess_handle), encoder_config,
-      handle=config.preprocess_handle)
+      compatibility.load_preprocessor(config.preprocess_handle), base.config,
+      encoder_tokenizer=base.tokenizer, handle=config.preprocess_handle)
 
 
 def create_strategy():

@@ -17,8 +17,10 @@ from absl.testing import flagsaver
 import tensorflow as tf
 
 from experiments import cli
+from experiments import common_flags
 from experiments import run_classification
 from keras_adapters.hub import default_model
+from keras_adapters.models import adapter_config
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing
 from keras_adapters.utils import atomic_io
@@ -65,6 +67,24 @@ class ErrorMessagesTest(tf.test.TestCase):
       with self.assertRaisesRegex(FileNotFoundError, "^The default base model is not installed "
                                   f"in KERAS_ADAPTERS_CACHE={cache}. Install it with:"):
         default_model.source_model_dir()
+
+  def test_the_cli_accepts_the_adapter_init_stddev_the_library_accepts(self):
+    """0 makes every adapter an exact identity (README, `AdapterConfig`); the flag takes it,
+    and refuses what `AdapterConfig` refuses, named as the flag."""
+    with flagsaver.flagsaver():
+      FLAGS(["run_classification", "--hub_handle=h", "--preprocess_handle=p",
+             "--adapter_init_stddev=0"])
+      self.assertEqual(common_flags.run_config_from_flags().adapter_init_stddev, 0.0)
+      FLAGS(["run_classification", "--hub_handle=h", "--preprocess_handle=p",
+             "--adapter_init_stddev=-0.5"])
+      with self.assertRaises(ValueError) as raised:
+        common_flags.run_config_from_flags()
+    with self.assertRaisesRegex(ValueError, "init_stddev must be a number >= 0"):
+      adapter_config.AdapterConfig(init_stddev=-0.5)
+    self.assertEqual(cli.flag_message(str(raised.exception)),
+                     "--adapter_init_stddev=-0.5: init_stddev must be a number >= 0, got -0.5.")
+    with self.assertRaisesRegex(ValueError, r"^adapter_init_stddev=nan: must be finite\.$"):
+      testing.run_config(adapter_init_stddev=float("nan"))
 
   def test_library_arguments_are_shown_as_typed_flags(self):
     with flagsaver.flagsaver():

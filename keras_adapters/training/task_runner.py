@@ -29,6 +29,7 @@ from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import task_export
 from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
 from keras_adapters.models import saving
@@ -85,8 +86,9 @@ class RunConfig:
     _check_choice("tuning", self.tuning, tuning_lib.TUNING_POLICIES)
     _check_choice("pooling", self.pooling, classifier.POOLINGS)
     _check_choice("strategy", str(self.strategy).lower(), distribution.STRATEGIES)
-    for name in ("learning_rate", "epochs", "adapter_init_stddev"):
+    for name in ("learning_rate", "epochs"):
       _check_number(name, getattr(self, name), above=0.0)
+    _check_adapter_init_stddev(self.adapter_init_stddev)
     _check_number("weight_decay", self.weight_decay, at_least=0.0)
     _check_number("warmup_fraction", self.warmup_fraction, at_least=0.0, below=1.0)
     _check_integer("batch_size", self.batch_size, 1)
@@ -121,6 +123,17 @@ def _check_number(name, value, *, above=None, at_least=None, below=None):
 def _check_integer(name, value, minimum):
   if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
     raise ValueError(f"{name}={value!r}: must be a whole number of at least {minimum}.")
+
+
+def _check_adapter_init_stddev(value):
+  """`AdapterConfig`'s rule for the value it receives (0, exact identity adapters, is
+  allowed), named as the flag; and finite, as every number of a run."""
+  try:
+    adapter_config.AdapterConfig(init_stddev=value)
+  except ValueError as e:
+    raise ValueError(f"adapter_init_stddev={value!r}: {e}") from None
+  if not math.isfinite(value):
+    raise ValueError(f"adapter_init_stddev={value!r}: must be finite.")
 
 
 def run_task(spec: examples_lib.TaskSpec,
