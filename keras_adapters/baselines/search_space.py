@@ -110,7 +110,8 @@ class SearchSpace(keras_tuner.HyperModel):
     """
     super().__init__(name="no_bert_search_space")
     if not embeddings or len(set(embeddings)) != len(embeddings):
-      raise errors.UsageError(f"embeddings= must name distinct modules, got {list(embeddings)}.")
+      raise errors.UsageError(
+          f"embeddings= must name distinct modules, got {list(embeddings)}.")
     if not max_epochs > 0:
       raise errors.UsageError(f"max_epochs= must be positive, got {max_epochs}.")
     self.embeddings = tuple(embeddings)

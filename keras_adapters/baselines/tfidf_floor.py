@@ -44,8 +44,9 @@ def run_tfidf_floor(spec: examples_lib.TaskSpec,
     all took.
   """
   if spec.is_regression or len(spec.text_fields) != 1:
-    raise errors.UsageError(f"The TF-IDF floor classifies single texts; task {spec.name!r} has text "
-                     f"fields {list(spec.text_fields)} and labels {spec.label_names}.")
+    raise errors.UsageError(
+        f"The TF-IDF floor classifies single texts; task {spec.name!r} has text fields "
+        f"{list(spec.text_fields)} and labels {spec.label_names}.")
   start = time.time()
   train, validation, test = (splits[name] for name in ("train", "validation", "test"))
   metric = spec.metrics[0]
