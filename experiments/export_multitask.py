@@ -54,6 +54,9 @@ def parse_tasks(items):
     if name in tasks:
       raise app.UsageError(f"--tasks names {name!r} twice.")
     tasks[name] = directory
+  if not tasks:
+    raise app.UsageError("--tasks is empty: give the tasks to serve as name=artifact_folder "
+                         "pairs, e.g. --tasks=airline=runs/airline/export/adapters.")
   return tasks
 
 
