@@ -70,11 +70,11 @@ def check_base(config):
   # Imported here: reading a handle loads TensorFlow Hub.
   from keras_adapters.hub import compatibility  # pylint: disable=g-import-not-at-top
   from keras_adapters.hub import hub_encoder  # pylint: disable=g-import-not-at-top
-  encoder_config = hub_encoder.read_hub_encoder(config.hub_handle).config
-  compatibility.check_seq_length(config.max_seq_length, encoder_config)
+  base = hub_encoder.read_hub_encoder(config.hub_handle)
+  compatibility.check_seq_length(config.max_seq_length, base.config)
   compatibility.check_preprocessor(
-      compatibility.load_preprocessor(config.preprocess_handle), encoder_config,
-      handle=config.preprocess_handle)
+      compatibility.load_preprocessor(config.preprocess_handle), base.config,
+      encoder_tokenizer=base.tokenizer, handle=config.preprocess_handle)
 
 
 def create_strategy():

@@ -10,7 +10,11 @@ import numbers
 import os
 from typing import Any, Mapping, Optional
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_hub as hub
+
+from keras_adapters.hub import saved_model_facts
 
 # Packing needs room for [CLS] and [SEP].
 MIN_SEQ_LENGTH = 2
@@ -66,6 +70,7 @@ def load_preprocessor(handle: str, argument: str = "preprocess_handle"):
 
 
 def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]] = None, *,
+                       encoder_tokenizer=None,
                        handle: Optional[str] = None,
                        argument: str = "preprocess_handle") -> None:
   """Raises a `ValueError` unless `preprocessor` is a BERT preprocessing model for the encoder.
@@ -73,7 +78,10 @@ def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]]
   Args:
     preprocessor: The loaded model (or any object with `tokenize` and `bert_pack_inputs`).
     encoder_config: The encoder's architecture, with `vocab_size`; `None` skips the
-      vocabulary check.
+      vocabulary size check.
+    encoder_tokenizer: The `hub_encoder.EncoderTokenizer` the encoder ships with (TF Hub
+      BERTs carry their vocab and casing); the preprocessor must tokenize with the same
+      vocabulary and casing. `None` skips that check.
     handle: Where the preprocessor was loaded from, for the message.
     argument: The argument that named it, for the message.
   """
@@ -85,6 +93,8 @@ def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]]
         f"{name} is not a TF Hub BERT preprocessing model: it has no {' or '.join(missing)}. "
         "Pass the preprocessing model that comes with the encoder (for the embedded one, "
         "keras_adapters.default_preprocess_handle()), not the encoder itself.")
+  if encoder_tokenizer is not None:
+    _check_same_tokenizer(preprocessor, encoder_tokenizer, name)
   special_tokens = getattr(preprocessor.tokenize, "get_special_tokens_dict", None)
   if encoder_config is None or special_tokens is None:
     return
@@ -95,3 +105,41 @@ def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]]
         f"{encoder_config['vocab_size']} token embeddings: ids from "
         f"{encoder_config['vocab_size']} on have none. Pass the preprocessing model built "
         "from the encoder's own vocabulary.")
+
+
+def _check_same_tokenizer(preprocessor, encoder_tokenizer, name):
+  """Refuses a preprocessor whose vocabulary or casing is not the encoder's own."""
+  assets = saved_model_facts.asset_paths(preprocessor)
+  digests = {saved_model_facts.vocabulary_digest(path, encoder_tokenizer.kind): path
+             for path in assets}
+  if encoder_tokenizer.digest not in digests:
+    raise ValueError(
+        f"{name} tokenizes with another vocabulary ({assets or 'none recorded'}) than the "
+        f"encoder's own {encoder_tokenizer.kind} vocabulary ({encoder_tokenizer.path}): its "
+        "token ids would mean other words to the encoder. Pass the preprocessing model that "
+        "comes with the encoder, or build one from its vocab "
+        "(official.nlp.tools.export_tfhub_lib.export_preprocessing).")
+  if encoder_tokenizer.lower_case is None:
+    return
+  lower_case = _lower_cases(preprocessor, encoder_tokenizer)
+  if lower_case is not None and lower_case != encoder_tokenizer.lower_case:
+    said = {True: "lower-cases (uncased)", False: "keeps case (cased)"}
+    raise ValueError(
+        f"{name} {said[lower_case]} but the encoder was trained "
+        f"{'uncased' if encoder_tokenizer.lower_case else 'cased'} (do_lower_case="
+        f"{encoder_tokenizer.lower_case}): the model would see text unlike its training text. "
+        f"Pass a preprocessing model built with do_lower_case={encoder_tokenizer.lower_case}.")
+
+
+def _lower_cases(preprocessor, encoder_tokenizer):
+  """Whether the preprocessor lower-cases, told by tokenizing vocabulary words in upper case;
+  `None` when the vocabulary has no lower-case word to try."""
+  if encoder_tokenizer.kind == "wordpiece":
+    words = [token for token in saved_model_facts.wordpiece_tokens(encoder_tokenizer.path)
+             if token.isalnum() and token.islower()][:5]
+  else:
+    words = ["hello", "world", "language"]
+  if not words:
+    return None
+  tokenize = lambda texts: preprocessor.tokenize(tf.constant(texts)).flat_values.numpy()
+  return bool(np.array_equal(tokenize(words), tokenize([w.upper() for w in words])))

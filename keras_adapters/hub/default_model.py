@@ -96,9 +96,12 @@ def source_model_dir():
 
 
 def default_hub_handle():
-  """Path of the default TF Hub-format BERT encoder, converted on first use."""
+  """Path of the default TF Hub BERT encoder, exported by the Model Garden on first use."""
   path = os.path.join(cache_dir(), "hub", DEFAULT_MODEL_NAME, "encoder")
-  if not os.path.isdir(path):
+  # An encoder without its vocab asset was converted by an earlier version of this library,
+  # not by the Model Garden's exporter: it is replaced (the weights, and so the fingerprint
+  # that artifacts record, stay the same).
+  if not os.path.isfile(os.path.join(path, "assets", "vocab.txt")):
     with _announce(f"Converting {DEFAULT_MODEL_NAME} into a TF Hub encoder SavedModel", path):
       huggingface.convert_huggingface_bert(source_model_dir(), path)
   return path

@@ -19,9 +19,12 @@ class HubEncoderTest(tf.test.TestCase):
         os.path.join(tf.compat.v1.test.get_temp_dir(), "hub_encoder_test", "encoder"))
     cls.hub_weights = hub_encoder.read_hub_encoder(cls.handle)
 
-  def test_config_is_inferred_from_shapes(self):
-    """Layers, heads, widths and table sizes come from the variables alone."""
-    self.assertEqual(self.hub_weights.config, testing.TINY_CONFIG)
+  def test_config_is_inferred_from_shapes_and_layer_configs(self):
+    """Layers, heads, widths and table sizes come from the variables; the activation and
+    epsilon, which weights cannot show, from the SavedModel's layer configs."""
+    self.assertEqual(self.hub_weights.config,
+                     {**testing.TINY_CONFIG, "embedding_width": 16, "activation": "gelu",
+                      "layer_norm_epsilon": 1e-12})
 
   def test_weights_use_model_garden_names(self):
     """Every variable is read under its Model Garden name, with no export prefix."""

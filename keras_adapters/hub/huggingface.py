@@ -1,4 +1,10 @@
-"""Converts a Hugging Face-layout BERT folder into a TF Hub-format encoder SavedModel."""
+"""Converts a Hugging Face-layout BERT folder into a TF Hub encoder SavedModel.
+
+The weights are renamed to the Model Garden's names and laid out as its kernels, then the
+Model Garden's own TF Hub exporter writes the SavedModel (`model_garden_export`), with the
+vocab and lower-casing of the folder's tokenizer: the result is what `export_tfhub.py` would
+have made of the same BERT.
+"""
 
 import json
 import os
@@ -6,10 +12,11 @@ import re
 
 import numpy as np
 from safetensors import numpy as safetensors_numpy
+import tf_keras as keras
 
-from keras_adapters.hub import encoder_export
-from keras_adapters.hub import hub_encoder
-from keras_adapters.networks import adapted_bert_encoder
+from official.legacy.bert import configs
+
+from keras_adapters.hub import model_garden_export
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_approximate",
                 "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu"}
@@ -68,20 +75,52 @@ def read_huggingface_bert(model_dir):
 
 
 def convert_huggingface_bert(model_dir, export_dir):
-  """Writes a TF Hub-format BERT encoder SavedModel from a Hugging Face BERT folder.
+  """Writes a TF Hub BERT encoder SavedModel from a Hugging Face BERT folder.
 
   Args:
-    model_dir: Hugging Face folder with `config.json` and `model.safetensors`.
+    model_dir: Hugging Face folder with `config.json`, `model.safetensors` and `vocab.txt`
+      (`tokenizer_config.json`'s `do_lower_case` says the casing; uncased without it).
     export_dir: Folder for the SavedModel, written atomically.
 
   Returns:
     `export_dir`.
   """
+  model_dir = os.fspath(model_dir)
   config, weights = read_huggingface_bert(model_dir)
-  encoder = adapted_bert_encoder.AdaptedBertEncoder(**config, name="bert_encoder")
-  hub_encoder.copy_weights(encoder, hub_encoder.HubEncoderWeights(
-      handle=os.fspath(model_dir), config=config, weights=weights, fingerprint=""))
-  return encoder_export.save_hub_encoder(encoder, export_dir)
+  vocab_file = os.path.join(model_dir, "vocab.txt")
+  if not os.path.isfile(vocab_file):
+    raise FileNotFoundError(
+        f"{model_dir!r} has no vocab.txt: a TF Hub encoder carries its wordpiece vocab. "
+        "Save the tokenizer beside the model (`tokenizer.save_pretrained(model_dir)`).")
+  if config["layer_norm_epsilon"] != 1e-12:
+    raise ValueError(
+        f"{model_dir!r} uses layer_norm_eps={config['layer_norm_epsilon']}; the Model "
+        "Garden's BERT encoder, and so a TF Hub BERT, has 1e-12.")
+  bert_config = configs.BertConfig(
+      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+      num_hidden_layers=config["num_layers"],
+      num_attention_heads=config["num_attention_heads"],
+      intermediate_size=config["intermediate_size"],
+      max_position_embeddings=config["max_sequence_length"],
+      type_vocab_size=config["type_vocab_size"],
+      hidden_act=_MODEL_GARDEN_ACTIVATIONS[config["activation"]])
+  return model_garden_export.export_encoder(
+      export_dir, bert_config=bert_config, weights=weights, vocab_file=vocab_file,
+      do_lower_case=_lower_case(model_dir))
+
+
+# This library's activation names → the Model Garden's `hidden_act`, where the string "gelu"
+# is the tanh approximation; Keras' function is the exact GELU.
+_MODEL_GARDEN_ACTIVATIONS = {"gelu": keras.activations.gelu, "gelu_approximate": "gelu",
+                             "relu": "relu"}
+
+
+def _lower_case(model_dir):
+  path = os.path.join(model_dir, "tokenizer_config.json")
+  if not os.path.isfile(path):
+    return True
+  with open(path, encoding="utf-8") as f:
+    return bool(json.load(f).get("do_lower_case", True))
 
 
 def _encoder_config(model_dir, hf_config):
@@ -102,8 +141,7 @@ def _encoder_config(model_dir, hf_config):
       max_sequence_length=hf_config["max_position_embeddings"],
       type_vocab_size=hf_config["type_vocab_size"],
       activation=_ACTIVATIONS[activation],
-      layer_norm_epsilon=hf_config.get("layer_norm_eps", 1e-12),
-      adapter_size=None)
+      layer_norm_epsilon=hf_config.get("layer_norm_eps", 1e-12))
 
 
 def _model_garden_name(model_dir, name):

@@ -58,6 +58,7 @@ class HuggingfaceTest(tf.test.TestCase):
       variable.assign(tf.random.normal(variable.shape, seed=1))
     self.hf_dir = self.create_tempdir().full_path
     _write_huggingface_folder(self.hf_dir, self.source)
+    testing.save_tiny_vocab(os.path.join(self.hf_dir, "vocab.txt"))
 
   def test_converted_hub_encoder_reproduces_the_source_weights(self):
     """Names, transposes and per-head reshapes map every tensor to its Keras place."""
@@ -70,6 +71,12 @@ class HuggingfaceTest(tf.test.TestCase):
     actual = hub.KerasLayer(export_dir)(inputs)
     for key in ("pooled_output", "sequence_output"):
       self.assertAllClose(expected[key], actual[key], atol=1e-5)
+    # Exported by the Model Garden with the folder's vocab, uncased as it has no
+    # tokenizer_config.json saying otherwise.
+    loaded = hub.load(export_dir)
+    self.assertTrue(loaded.do_lower_case.numpy())
+    self.assertEqual(os.path.basename(loaded.vocab_file.asset_path.numpy().decode()),
+                     "vocab.txt")
 
   def test_read_reports_the_config(self):
     """The encoder configuration comes from config.json."""

@@ -26,12 +26,15 @@ import re
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
+import tf_keras as keras
 
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import task_export
+from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import task_routing
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
@@ -39,7 +42,8 @@ from keras_adapters.utils import atomic_io
 ROUTED_SIGNATURE = "routed"
 _RESERVED_NAMES = (ROUTED_SIGNATURE, "serving_default")
 _TASK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_HEAD_KEYS = ("head/0/kernel", "head/1/bias")
+# What a `build_classifier` head reads, in the order of `HeadConfig.pooling`'s values.
+_POOLINGS = ("cls", "mean", "first_token")
 
 
 class MultitaskExportError(ValueError):
@@ -94,12 +98,15 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   base = hub_encoder.read_hub_encoder(base_handle)
   specs = [_TaskSpec.read(name, directory, base.fingerprint, preprocess_handle)
            for name, directory in _checked_tasks(tasks).items()]
-  activation, layer_norm_epsilon = _shared_base_arguments(specs)
+  _check_shared_arguments(specs, base.config)
+  for handle in sorted({spec.preprocessing.handle for spec in specs}):
+    compatibility.check_preprocessor(
+        compatibility.load_preprocessor(handle), base.config,
+        encoder_tokenizer=base.tokenizer, handle=handle)
   encoder = adapted_bert_encoder.AdaptedBertEncoder(
-      **base.config, activation=activation, layer_norm_epsilon=layer_norm_epsilon,
-      adapter_size=None, name="bert_encoder")
+      **base.config, adapter_size=None, name="bert_encoder")
   hub_encoder.copy_weights(encoder, base)
-  module = _MultitaskModule(encoder, specs, layer_norm_epsilon)
+  module = _MultitaskModule(encoder, specs, base.config["layer_norm_epsilon"])
   signatures = {spec.name: module.task_signature(index) for index, spec in enumerate(specs)}
   signatures[ROUTED_SIGNATURE] = signatures["serving_default"] = module.routed_signature()
   with atomic_io.atomic_directory(export_dir) as staging:
@@ -137,6 +144,26 @@ class _TaskSpec:
     adapter_config = self.config["adapter_config"]
     return adapter_config["activation"] if adapter_config["adapter_size"] else None
 
+  @property
+  def adapter_options(self):
+    """How the adapters join their sub-layers (AdapterHub's options other than which
+    sub-layers have one; artifacts without them have Houlsby's), `None` without adapters."""
+    if not self.adapter_activation:
+      return None
+    return {name: self.config["adapter_config"].get(name, default)
+            for name, default in adapter_lib.ADAPTER_OPTIONS.items()
+            if name not in ("mh_adapter", "output_adapter")}
+
+  @property
+  def hidden_layers(self):
+    """The head's dense layers before its logits (0 for heads recorded without them)."""
+    return self.head.get("hidden_layers", 0)
+
+  def head_layer(self, index):
+    """The kernel and bias of the head's dense layer `index` (the last gives the logits)."""
+    return (self.head_weights[f"head/{2 * index}/kernel"],
+            self.head_weights[f"head/{2 * index + 1}/bias"])
+
   @classmethod
   def read(cls, name, directory, fingerprint, preprocess_handle):
     config = adapter_artifact.read_adapter_config(directory)
@@ -154,7 +181,10 @@ class _TaskSpec:
           "'layer_norm'.")
     head = config["head"]
     head_keys = {key for key in config["tensors"] if key.startswith("head/")}
-    if head.get("kind") != "classifier" or head_keys != set(_HEAD_KEYS):
+    layers = head.get("hidden_layers", 0) + 1
+    expected = {f"head/{2 * i + j}/{part}" for i in range(layers)
+                for j, part in enumerate(("kernel", "bias"))}
+    if head.get("kind") != "classifier" or head_keys != expected:
       raise MultitaskExportError(
           f"Task {name!r} has a {head.get('kind')!r} head; export_multitask serves "
           "build_classifier heads.")
@@ -173,19 +203,28 @@ def _checked_tasks(tasks):
   return dict(tasks)
 
 
-def _shared_base_arguments(specs):
-  """The base's activation and LayerNorm epsilon; raises unless every task agrees on them and
-  on its adapters' activation, since one graph runs them all."""
+def _check_shared_arguments(specs, base_config):
+  """Raises unless every task was trained on the base's activation and LayerNorm epsilon (as
+  read from the base and proven by parity) and the tasks agree on their adapters'
+  activation, since one graph runs them all."""
+  for what, key in (("base activation", "activation"),
+                    ("layer_norm_epsilon", "layer_norm_epsilon")):
+    by_task = {s.name: s.config["base"][key] for s in specs}
+    if set(by_task.values()) != {base_config[key]}:
+      raise MultitaskExportError(
+          f"The tasks record the {what} {by_task}, but the base has {base_config[key]!r}; "
+          "export each task with the base it was trained on.")
   for what, by_task in (
-      ("base activation", {s.name: s.config["base"]["activation"] for s in specs}),
-      ("layer_norm_epsilon", {s.name: s.config["base"]["layer_norm_epsilon"] for s in specs}),
       ("adapter activation", {s.name: s.adapter_activation for s in specs
-                              if s.adapter_activation})):
+                              if s.adapter_activation}),
+      ("adapter placement options", {s.name: tuple(sorted(s.adapter_options.items()))
+                                     for s in specs if s.adapter_options}),
+      ("head hidden_activation", {s.name: s.head.get("hidden_activation")
+                                  for s in specs if s.hidden_layers})):
     if len(set(by_task.values())) > 1:
       raise MultitaskExportError(
           f"The tasks differ in their {what} ({by_task}); one SavedModel runs them in one "
           "graph, so they must agree.")
-  return specs[0].config["base"]["activation"], specs[0].config["base"]["layer_norm_epsilon"]
 
 
 def _same_row_counts(task, text, text_pair):
@@ -210,7 +249,8 @@ class _MultitaskModule(tf.Module):
     self.adapters = task_routing.StackedAdapters(
         [spec.adapter_weights for spec in specs], encoder.num_layers,
         activation=next((s.adapter_activation for s in specs if s.adapter_activation), "relu"),
-        layer_norm_epsilon=layer_norm_epsilon)
+        layer_norm_epsilon=layer_norm_epsilon,
+        adapter_options=next((s.adapter_options for s in specs if s.adapter_options), None))
     self.preprocessors = []
     self._preprocessor_index = {}
     for spec in specs:
@@ -225,14 +265,16 @@ class _MultitaskModule(tf.Module):
     names = np.full([len(specs), most], "", dtype=object)
     for index, spec in enumerate(specs):
       classes = num_classes[index]
-      kernels[index, :, :classes] = spec.head_weights["head/0/kernel"]
-      biases[index, :classes] = spec.head_weights["head/1/bias"]
+      kernels[index, :, :classes], biases[index, :classes] = spec.head_layer(spec.hidden_layers)
       if spec.label_names is not None:
         names[index, :classes] = spec.label_names
     self.head_kernels = tf.Variable(kernels, trainable=False, name="head_kernels")
     self.head_biases = tf.Variable(biases, trainable=False, name="head_biases")
     self.num_classes = tf.constant(num_classes, tf.int32)
-    self.mean_pooling = tf.constant([spec.head["pooling"] == "mean" for spec in specs])
+    self.pooling = tf.constant([_POOLINGS.index(spec.head["pooling"]) for spec in specs])
+    self.hidden_layers = _stack_hidden_layers(specs, encoder.hidden_size)
+    self.hidden_activation = keras.activations.get(next(
+        (s.head["hidden_activation"] for s in specs if s.hidden_layers), "tanh"))
     self.regression = tf.constant([spec.label_names is None for spec in specs])
     self.task_names = tf.Variable([spec.name for spec in specs], trainable=False,
                                   name="task_names")
@@ -257,11 +299,19 @@ class _MultitaskModule(tf.Module):
     own task (`task_ids` `[batch]`): shared encoder, the tasks' adapters, pooling and head."""
     outputs = self.encoder(inputs, training=False,
                            adapters=self.adapters.encoder_adapters(task_ids))
-    mean = tf.gather(self.mean_pooling, task_ids)
-    pooled = tf.where(mean[..., tf.newaxis],
-                      adapted_bert_encoder.masked_mean(outputs["sequence_output"],
-                                                       inputs["input_mask"]),
-                      outputs["pooled_output"])
+    pooled = tf.stack([
+        outputs["pooled_output"],
+        adapted_bert_encoder.masked_mean(outputs["sequence_output"], inputs["input_mask"]),
+        outputs["sequence_output"][:, 0]], axis=1)
+    pooling = tf.gather(self.pooling, task_ids)
+    pooled = tf.gather(pooled, pooling + tf.zeros(tf.shape(pooled)[:1], tf.int32),
+                       batch_dims=1)
+    for kernels, biases, present in self.hidden_layers:
+      kernels = tf.gather(kernels, task_ids)
+      equation = "bd,dc->bc" if kernels.shape.rank == 2 else "bd,bdc->bc"
+      hidden = self.hidden_activation(tf.einsum(equation, pooled, kernels)
+                                      + tf.gather(biases, task_ids))
+      pooled = tf.where(tf.reshape(tf.gather(present, task_ids), [-1, 1]), hidden, pooled)
     kernels = tf.gather(self.head_kernels, task_ids)
     equation = "bd,dc->bc" if kernels.shape.rank == 2 else "bd,bdc->bc"
     return tf.einsum(equation, pooled, kernels) + tf.gather(self.head_biases, task_ids)
@@ -320,3 +370,19 @@ class _MultitaskModule(tf.Module):
     if any(len(spec.preprocessing.text_fields) == 2 for spec in self.specs):
       specs["text_pair"] = tf.TensorSpec([None], tf.string, name="text_pair")
     return tf.function(self.predict_routed).get_concrete_function(**specs)
+
+
+def _stack_hidden_layers(specs, hidden_size):
+  """Per hidden head layer: `[tasks, hidden, hidden]` kernels, `[tasks, hidden]` biases and
+  which tasks' heads have that layer (the others pass their input through)."""
+  layers = []
+  for layer in range(max(spec.hidden_layers for spec in specs)):
+    kernels = np.zeros([len(specs), hidden_size, hidden_size], np.float32)
+    biases = np.zeros([len(specs), hidden_size], np.float32)
+    for index, spec in enumerate(specs):
+      if layer < spec.hidden_layers:
+        kernels[index], biases[index] = spec.head_layer(layer)
+    layers.append((tf.Variable(kernels, trainable=False, name=f"head_hidden_{layer}_kernels"),
+                   tf.Variable(biases, trainable=False, name=f"head_hidden_{layer}_biases"),
+                   tf.constant([layer < spec.hidden_layers for spec in specs])))
+  return layers

@@ -85,7 +85,9 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   encoder_config = encoders[0].get_config() if len(encoders) == 1 else None
   if encoder_config:
     compatibility.check_seq_length(seq_length, encoder_config, argument="seq_length")
-  compatibility.check_preprocessor(preprocessor, encoder_config)
+  compatibility.check_preprocessor(
+      preprocessor, encoder_config,
+      encoder_tokenizer=getattr(encoders[0], "hub_tokenizer", None) if encoder_config else None)
   module = _TaskModule(model, preprocessor, text_fields, seq_length, label_names)
   string_spec = tf.TensorSpec([None], tf.string)
   if len(text_fields) == 1:

@@ -1,4 +1,4 @@
-"""Tiny random TF Hub-format BERT encoders for fast tests."""
+"""Tiny random TF Hub BERT encoders for fast tests, exported by the Model Garden itself."""
 
 import atexit
 import functools
@@ -7,36 +7,53 @@ import os
 import shutil
 import tempfile
 
+import sentencepiece
 import tensorflow as tf
 import tf_keras as keras
 
-from keras_adapters.hub import encoder_export
+from official.legacy.bert import configs
+
+from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
-from keras_adapters.networks import adapted_bert_encoder
 
 TINY_CONFIG = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
                    intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
 
 
+def tiny_bert_config(activation=keras.activations.gelu, **config):
+  """A legacy Model Garden `BertConfig` of `TINY_CONFIG` updated by `config`.
+
+  Args:
+    activation: Its `hidden_act`; by default Keras' exact GELU, as the embedded default base
+      has (the Model Garden's string "gelu" is the tanh approximation).
+    **config: `AdaptedBertEncoder`-named overrides of `TINY_CONFIG`, plus `embedding_size`.
+  """
+  config = {**TINY_CONFIG, **config}
+  return configs.BertConfig(
+      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+      num_hidden_layers=config["num_layers"],
+      num_attention_heads=config["num_attention_heads"],
+      intermediate_size=config["intermediate_size"],
+      max_position_embeddings=config["max_sequence_length"],
+      type_vocab_size=config["type_vocab_size"], hidden_act=activation,
+      embedding_size=config.get("embedding_size"))
+
+
 def save_tiny_hub_encoder(export_dir, seed=0, **config):
-  """Writes a randomly initialised BERT encoder in TF Hub format and returns its path.
+  """Writes a random tiny BERT encoder with the Model Garden's TF Hub exporter; returns its path.
+
+  It carries the tiny vocab (`save_tiny_vocab`) and `do_lower_case=True`, as TF Hub BERTs
+  carry theirs, so `tiny_preprocess_handle()` belongs to it.
 
   Args:
     export_dir: Folder to write.
     seed: Seed of the random weights.
-    **config: `AdaptedBertEncoder` arguments overriding `TINY_CONFIG`.
+    **config: Arguments of `tiny_bert_config`.
   """
-  keras.utils.set_random_seed(seed)
-  encoder = adapted_bert_encoder.AdaptedBertEncoder(
-      **{**TINY_CONFIG, **config}, adapter_size=None, name="bert_encoder")
-  encoder(adapted_bert_encoder.dummy_inputs())
-  # Random LayerNorm parameters too, so that a LayerNorm mapped to the wrong place shows.
-  for variable in encoder.weights:
-    if variable.name.endswith(("gamma:0", "beta:0", "bias:0")):
-      variable.assign(keras.random.normal(variable.shape, stddev=0.5, seed=seed)
-                      if hasattr(keras, "random") else
-                      keras.backend.random_normal(variable.shape, stddev=0.5, seed=seed))
-  return encoder_export.save_hub_encoder(encoder, export_dir)
+  vocab_dir = _process_temp_dir("tiny_vocab_")
+  return model_garden_export.export_encoder(
+      export_dir, bert_config=tiny_bert_config(**config), seed=seed,
+      vocab_file=save_tiny_vocab(os.path.join(vocab_dir, "vocab.txt")), do_lower_case=True)
 
 
 TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
@@ -48,6 +65,23 @@ def save_tiny_vocab(path):
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + TINY_WORDS) + "\n")
   return path
+
+
+def save_tiny_sentencepiece(directory):
+  """Trains a SentencePiece word model on the first 40 tiny words, as the Model Garden's own
+  tests make one (`<pad>`, `<unk>`, `[CLS]`, `[SEP]`, the words, `<s>`, `</s>`: 46 ids, all
+  within `TINY_CONFIG`'s vocab); returns the `.model` path."""
+  words = TINY_WORDS[:40]
+  prefix = os.path.join(directory, "tiny_sp")
+  with open(prefix + ".txt", "w", encoding="utf-8") as f:
+    # Earlier words more often: SentencePiece orders its vocabulary by frequency.
+    f.write("\n".join(" ".join([word] * (len(words) - i)) for i, word in enumerate(words)))
+  size = len(words) + 6
+  sentencepiece.SentencePieceTrainer.Train(
+      input=prefix + ".txt", model_prefix=prefix, model_type="word", vocab_size=size,
+      pad_id=0, unk_id=1, bos_id=size - 2, eos_id=size - 1,
+      control_symbols="[CLS],[SEP]", minloglevel=2)
+  return prefix + ".model"
 
 
 def _process_temp_dir(prefix):

@@ -46,6 +46,13 @@ def adapter_weights_by_key(adapters):
   return keyed
 
 
+def is_base_layer_norm(key):
+  """Whether an `adapter_weights_by_key` key is a weight of one of the base's LayerNorms
+  (the embedding one or a block's two), not of an adapter's own."""
+  return key.endswith(("/gamma", "/beta")) and not any(
+      f"/{slot}/" in key for slot in _ADAPTER_SLOTS)
+
+
 @keras.utils.register_keras_serializable(package="keras_adapters")
 class AdapterSet(keras.layers.Layer):
   """A task's own adapters and LayerNorms for every layer of a BERT encoder, kept beside it.
@@ -69,12 +76,17 @@ class AdapterSet(keras.layers.Layer):
     activation: Nonlinearity inside the adapters.
     init_stddev: Standard deviation of the adapters' initial projections.
     leave_out: Indices of the blocks that get no adapters.
+    adapter_options: A dict of AdapterHub options (`adapter.ADAPTER_OPTIONS`): which
+      sub-layers get adapters and how they join them.
     layer_norm_epsilon: LayerNorm epsilon of the encoder.
+    embedding_width: Width of the encoder's embeddings, which its embedding LayerNorm
+      normalises; `None` means the hidden size the set is built for.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
   def __init__(self, num_layers, adapter_size=None, activation="relu", init_stddev=1e-2,
-               leave_out=(), layer_norm_epsilon=1e-12, **kwargs):
+               leave_out=(), layer_norm_epsilon=1e-12, embedding_width=None,
+               adapter_options=None, **kwargs):
     super().__init__(**kwargs)
     self.num_layers = num_layers
     self.adapter_size = adapter_size
@@ -82,23 +94,30 @@ class AdapterSet(keras.layers.Layer):
     self.init_stddev = init_stddev
     self.leave_out = tuple(leave_out)
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.embedding_width = embedding_width
+    self.adapter_options = dict(adapter_options or {})
+    adapter_lib.validate_options(self.adapter_options)
 
   def build(self, input_shape):
-    hidden_shape = tf.TensorShape([None, None, tf.TensorShape(input_shape)[-1]])
-    # Slot path → layer; a dict, so that AdapterDrop can remove an adapter and the set still
-    # checkpoints.
+    hidden_size = tf.TensorShape(input_shape)[-1]
+    # Slot path → (layer maker, width); a dict, so that AdapterDrop can remove an adapter and
+    # the set still checkpoints.
     self.slots = {}
-    paths = [("embeddings/layer_norm", self._layer_norm)]
+    options = {**adapter_lib.ADAPTER_OPTIONS, **self.adapter_options}
+    placed = [slot for slot, flag in zip(_ADAPTER_SLOTS, ("mh_adapter", "output_adapter"))
+              if options.pop(flag)]
+    paths = [("embeddings/layer_norm", self._layer_norm, self.embedding_width or hidden_size)]
     for index in range(self.num_layers):
-      paths += [(f"transformer/layer_{index}/{slot}", self._layer_norm)
+      paths += [(f"transformer/layer_{index}/{slot}", self._layer_norm, hidden_size)
                 for slot in _LAYER_NORM_SLOTS]
       if self.adapter_size is not None and index not in self.leave_out:
-        paths += [(f"transformer/layer_{index}/{slot}", self._adapter) for slot in _ADAPTER_SLOTS]
+        paths += [(f"transformer/layer_{index}/{slot}",
+                   lambda name: self._adapter(name, options), hidden_size) for slot in placed]
     with tf.name_scope(self.name):
-      for path, make in paths:
+      for path, make, width in paths:
         layer = make(path)
         with tf.name_scope(path):
-          layer.build(hidden_shape)
+          layer.build(tf.TensorShape([None, None, width]))
         self.slots[path] = layer
     super().build(input_shape)
 
@@ -106,9 +125,9 @@ class AdapterSet(keras.layers.Layer):
     return keras.layers.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
 
-  def _adapter(self, name):
+  def _adapter(self, name, options):
     return adapter_lib.Adapter(self.adapter_size, activation=self.activation,
-                               init_stddev=self.init_stddev, name=name)
+                               init_stddev=self.init_stddev, name=name, **options)
 
   def encoder_adapters(self):
     """The set as the encoder's call takes it: an `EncoderAdapters` of this set's layers."""
@@ -137,5 +156,7 @@ class AdapterSet(keras.layers.Layer):
         "init_stddev": self.init_stddev,
         "leave_out": list(self.leave_out),
         "layer_norm_epsilon": self.layer_norm_epsilon,
+        "embedding_width": self.embedding_width,
+        "adapter_options": self.adapter_options,
     })
     return config

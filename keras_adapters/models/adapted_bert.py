@@ -62,11 +62,13 @@ class AdaptedBert(keras.layers.Layer):
     adapter_activation: Nonlinearity inside the adapters (ReLU in the paper).
     adapter_init_stddev: Standard deviation of the adapters' truncated-normal initial
       projections; `0` makes every adapter an exact identity.
-    activation: Feed-forward activation of the base, which weights cannot reveal: `"gelu"`
-      (exact, as the Model Garden exports) or `"gelu_approximate"`.
+    activation: Feed-forward activation of the base. `None` (the default) takes what the
+      SavedModel records and parity with the Hub model proves (the Model Garden's "gelu" is
+      `"gelu_approximate"`, tanh; `"gelu"` here is exact); a value that differs is an error.
     dropout_rate: Dropout on embeddings and sub-layer outputs while training.
     attention_dropout_rate: Dropout on attention probabilities while training.
-    layer_norm_epsilon: LayerNorm epsilon of the base.
+    layer_norm_epsilon: LayerNorm epsilon of the base; `None` takes the SavedModel's, and a
+      value that differs is an error.
     adapter_config: An `AdapterConfig` (or its `to_dict()`) for the first adapter set, in
       place of `adapter_size`, `tuning`, `top_k`, `adapter_activation` and
       `adapter_init_stddev`, which must then be left at their defaults or agree with it.
@@ -81,10 +83,10 @@ class AdaptedBert(keras.layers.Layer):
                top_k=None,
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
-               activation="gelu",
+               activation=None,
                dropout_rate=0.1,
                attention_dropout_rate=0.1,
-               layer_norm_epsilon=1e-12,
+               layer_norm_epsilon=None,
                adapter_config=None,
                adapter_name=DEFAULT_ADAPTER_NAME,
                **kwargs):
@@ -94,6 +96,9 @@ class AdaptedBert(keras.layers.Layer):
         adapter_activation=adapter_activation, adapter_init_stddev=adapter_init_stddev)
     _check_name(adapter_name)
     self.handle = os.fspath(handle)
+    hub_weights = hub_encoder.read_hub_encoder(self.handle)
+    _check_base_facts(self.handle, hub_weights.config, activation=activation,
+                      layer_norm_epsilon=layer_norm_epsilon)
     self.adapter_config = config
     self.adapter_name = adapter_name
     self.adapter_size = config.adapter_size
@@ -101,33 +106,33 @@ class AdaptedBert(keras.layers.Layer):
     self.top_k = config.top_k
     self.adapter_activation = config.activation
     self.adapter_init_stddev = config.init_stddev
-    self.activation = activation
+    self.activation = hub_weights.config["activation"]
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
-    self.layer_norm_epsilon = layer_norm_epsilon
+    self.layer_norm_epsilon = hub_weights.config["layer_norm_epsilon"]
 
-    hub_weights = hub_encoder.read_hub_encoder(self.handle)
     config.validate_for(hub_weights.config["num_layers"])
     self.base_fingerprint = hub_weights.fingerprint
     self.encoder = adapted_bert_encoder.AdaptedBertEncoder(
         **hub_weights.config,
-        activation=activation,
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
-        layer_norm_epsilon=layer_norm_epsilon,
-        adapter_size=config.adapter_size,
+        adapter_size=config.bottleneck_size(hub_weights.config["hidden_size"]),
         adapter_activation=config.activation,
         adapter_init_stddev=config.init_stddev,
         adapter_leave_out=config.leave_out,
+        adapter_options=config.adapter_options(),
         name="bert_encoder")
     # Variables are created and filled now, eagerly, so a model built from this layer starts
     # from the Hub weights whatever graph context it is later called in.
     hub_encoder.copy_weights(self.encoder, hub_weights)
+    # What the base's text must be tokenized with, for exporters to check a preprocessor by.
+    self.encoder.hub_tokenizer = hub_weights.tokenizer
     # The base's LayerNorms, kept apart from the set that trains them in place: the plain base
     # (`disable_adapter`) computes with them and every added set starts from them.
     self._base_layer_norms = {
         key: variable.numpy() for key, variable in adapter_set_lib.adapter_weights_by_key(
-            self.encoder.own_adapters()).items() if key.endswith(("/gamma", "/beta"))}
+            self.encoder.own_adapters()).items() if adapter_set_lib.is_base_layer_norm(key)}
     # Sets other than the encoder's own, by name; the configs of all, in order of addition.
     self._adapter_sets = {}
     self._adapter_configs = {adapter_name: config}
@@ -140,6 +145,11 @@ class AdaptedBert(keras.layers.Layer):
   def adapter_configs(self):
     """Adapter set name → its `AdapterConfig`, in the order the sets were added."""
     return dict(self._adapter_configs)
+
+  @property
+  def base_layer_norms(self):
+    """The base's own LayerNorm values (NumPy), by `adapter_weights` keys."""
+    return dict(self._base_layer_norms)
 
   @property
   def active_adapter(self):
@@ -170,9 +180,11 @@ class AdaptedBert(keras.layers.Layer):
           f"Adapter sets {base_trainers} train the base (tuning 'top_k' or 'full'), so it "
           "cannot be shared: every set on one base needs tuning='adapters' or 'layer_norm'.")
     adapter_set = adapter_set_lib.AdapterSet(
-        self.encoder.num_layers, adapter_size=config.adapter_size,
+        self.encoder.num_layers, adapter_size=config.bottleneck_size(self.encoder.hidden_size),
         activation=config.activation, init_stddev=config.init_stddev,
         leave_out=config.leave_out, layer_norm_epsilon=self.layer_norm_epsilon,
+        embedding_width=self.encoder.embedding_width,
+        adapter_options=config.adapter_options(),
         name=f"adapter_set_{name}")
     adapter_set.build((None, None, self.encoder.hidden_size))
     weights = adapter_set_lib.adapter_weights_by_key(adapter_set.encoder_adapters())
@@ -347,6 +359,18 @@ def _first_adapter_config(adapter_config, **arguments):
         f"{conflicting}: pass the adapter settings either in adapter_config= or as "
         "arguments.")
   return adapter_config
+
+
+def _check_base_facts(handle, base_config, **asked):
+  """Refuses an activation or epsilon other than the one the Hub model was proven to have."""
+  differing = {name: (value, base_config[name]) for name, value in asked.items()
+               if value is not None and value != base_config[name]}
+  if differing:
+    said = ", ".join(f"{name}={value!r} (the base has {actual!r})"
+                     for name, (value, actual) in differing.items())
+    raise ValueError(
+        f"AdaptedBert({handle!r}) got {said}. The base's activation and LayerNorm epsilon are "
+        "read from its SavedModel and proven against the Hub model: leave them unset (None).")
 
 
 def _check_name(name):

@@ -28,7 +28,8 @@ class AdaptedBertEncoder(keras.layers.Layer):
   `default` (= `pooled_output`), as TF Hub BERT encoders return.
 
   Sub-layers carry the Model Garden names (`word_embeddings`, `position_embedding`,
-  `type_embeddings`, `embeddings/layer_norm`, `transformer/layer_<i>`, `pooler_transform`), which
+  `type_embeddings`, `embeddings/layer_norm`, `embedding_projection` (only when the embedding
+  width differs from the hidden size), `transformer/layer_<i>`, `pooler_transform`), which
   `hub_variable_map()` turns into the variable names a TF Hub export uses. A call may replace
   the encoder's own adapters and LayerNorms by another set's (`adapters=EncoderAdapters(...)`),
   so one base serves several tasks.
@@ -49,6 +50,9 @@ class AdaptedBertEncoder(keras.layers.Layer):
     intermediate_size: Feed-forward inner width.
     max_sequence_length: Number of learned position embeddings.
     type_vocab_size: Number of segment (token type) ids.
+    embedding_width: Width of the embeddings, projected to `hidden_size` after their
+      LayerNorm when it differs (the Model Garden's factorised embeddings); `None` means
+      `hidden_size`.
     activation: Feed-forward activation, `"gelu"` (exact) or `"gelu_approximate"` (tanh).
     dropout_rate: Dropout on embeddings and sub-layer outputs.
     attention_dropout_rate: Dropout on attention probabilities.
@@ -57,6 +61,8 @@ class AdaptedBertEncoder(keras.layers.Layer):
     adapter_activation: Nonlinearity inside the adapters.
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
     adapter_leave_out: Indices of the blocks that get no adapters.
+    adapter_options: A dict of AdapterHub options (`adapter.ADAPTER_OPTIONS`): which
+      sub-layers get adapters and how they join them; Houlsby's placement by default.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -68,6 +74,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
                intermediate_size=3072,
                max_sequence_length=512,
                type_vocab_size=2,
+               embedding_width=None,
                activation="gelu",
                dropout_rate=0.1,
                attention_dropout_rate=0.1,
@@ -76,6 +83,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
                adapter_leave_out=(),
+               adapter_options=None,
                **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
@@ -85,6 +93,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.intermediate_size = intermediate_size
     self.max_sequence_length = max_sequence_length
     self.type_vocab_size = type_vocab_size
+    self.embedding_width = embedding_width or hidden_size
     self.activation = activation
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
@@ -93,16 +102,20 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.adapter_activation = adapter_activation
     self.adapter_init_stddev = adapter_init_stddev
     self.adapter_leave_out = tuple(adapter_leave_out)
+    self.adapter_options = dict(adapter_options or {})
 
     self.word_embeddings = keras.layers.Embedding(
-        vocab_size, hidden_size, name="word_embeddings")
+        vocab_size, self.embedding_width, name="word_embeddings")
     self.position_embedding = keras.layers.Embedding(
-        max_sequence_length, hidden_size, name="position_embedding")
+        max_sequence_length, self.embedding_width, name="position_embedding")
     self.type_embeddings = keras.layers.Embedding(
-        type_vocab_size, hidden_size, name="type_embeddings")
+        type_vocab_size, self.embedding_width, name="type_embeddings")
     self.embedding_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="embeddings/layer_norm")
     self.embedding_dropout = keras.layers.Dropout(dropout_rate)
+    self.embedding_projection = (
+        keras.layers.Dense(hidden_size, name="embedding_projection")
+        if self.embedding_width != hidden_size else None)
     self.transformer_layers = [
         adapted_transformer_block.AdaptedTransformerBlock(
             num_heads=num_attention_heads,
@@ -114,6 +127,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
             adapter_size=None if i in self.adapter_leave_out else adapter_size,
             adapter_activation=adapter_activation,
             adapter_init_stddev=adapter_init_stddev,
+            adapter_options=self.adapter_options,
             name=f"transformer/layer_{i}") for i in range(num_layers)
     ]
     self.pooler_transform = keras.layers.Dense(
@@ -134,6 +148,8 @@ class AdaptedBertEncoder(keras.layers.Layer):
                   + self.position_embedding(tf.range(seq_length))[tf.newaxis]
                   + self.type_embeddings(type_ids))
     x = self.embedding_dropout(embedding_layer_norm(embeddings), training=training)
+    if self.embedding_projection is not None:
+      x = self.embedding_projection(x)
 
     # [batch, 1, seq]: each query attends to the unpadded keys; broadcasts over queries.
     attention_mask = tf.cast(mask[:, tf.newaxis, :], tf.bool)
@@ -187,6 +203,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         "intermediate_size": self.intermediate_size,
         "max_sequence_length": self.max_sequence_length,
         "type_vocab_size": self.type_vocab_size,
+        "embedding_width": self.embedding_width,
         "activation": self.activation,
         "dropout_rate": self.dropout_rate,
         "attention_dropout_rate": self.attention_dropout_rate,
@@ -195,6 +212,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,
         "adapter_leave_out": self.adapter_leave_out,
+        "adapter_options": self.adapter_options,
     })
     return config
 
@@ -219,7 +237,7 @@ def canonical_variable_name(name):
 
 _ROOT_PATTERN = re.compile(
     r"(?:^|/)((?:word_embeddings|position_embedding|type_embeddings|embeddings/layer_norm|"
-    r"transformer/layer_\d+|pooler_transform)/)")
+    r"embedding_projection|transformer/layer_\d+|pooler_transform)/)")
 
 
 def dummy_inputs(batch_size=1, seq_length=2):

@@ -165,8 +165,8 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
   base = hub_encoder.read_hub_encoder(config.hub_handle)
   compatibility.check_seq_length(config.max_seq_length, base.config)
   settings = squad_config.window_settings(config.max_seq_length)
-  tokenizer = squad_tokenizer.PreprocessingTokenizer(config.preprocess_handle,
-                                                     encoder_config=base.config)
+  tokenizer = squad_tokenizer.PreprocessingTokenizer(
+      config.preprocess_handle, encoder_config=base.config, encoder_tokenizer=base.tokenizer)
   train_ids = squad.sample_question_ids(train, squad_config.max_train_examples)
   definition = run_definition(train, train_ids, config, squad_config, base.fingerprint)
   check_run_dir(model_dir, definition)

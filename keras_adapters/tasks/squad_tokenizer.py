@@ -48,7 +48,8 @@ class PreprocessingTokenizer:
   """
 
   def __init__(self, preprocess_handle: str,
-               encoder_config: Optional[Mapping[str, int]] = None):
+               encoder_config: Optional[Mapping[str, int]] = None,
+               encoder_tokenizer=None):
     """Loads the preprocessing SavedModel and reads its vocab and lower-casing.
 
     Args:
@@ -56,6 +57,8 @@ class PreprocessingTokenizer:
         with a `tokenize` signature and a wordpiece vocab asset.
       encoder_config: The base encoder's architecture (`read_hub_encoder(...).config`), to
         check that it has an embedding for every token id; `None` skips the check.
+      encoder_tokenizer: The encoder's own tokenizer (`read_hub_encoder(...).tokenizer`),
+        whose vocabulary and casing the preprocessor must share; `None` skips the check.
 
     Raises:
       FileNotFoundError: `preprocess_handle` is a path that does not exist.
@@ -64,6 +67,7 @@ class PreprocessingTokenizer:
     """
     self._preprocessor = compatibility.load_preprocessor(preprocess_handle)
     compatibility.check_preprocessor(self._preprocessor, encoder_config,
+                                     encoder_tokenizer=encoder_tokenizer,
                                      handle=os.fspath(preprocess_handle))
     path = hub.resolve(os.fspath(preprocess_handle))
     self.vocab_file = find_vocab_asset(path)

@@ -176,7 +176,8 @@ def run_task(spec: examples_lib.TaskSpec,
   base = hub_encoder.read_hub_encoder(config.hub_handle)
   compatibility.check_seq_length(config.max_seq_length, base.config)
   preprocessor = compatibility.load_preprocessor(config.preprocess_handle)
-  compatibility.check_preprocessor(preprocessor, base.config, handle=config.preprocess_handle)
+  compatibility.check_preprocessor(preprocessor, base.config, encoder_tokenizer=base.tokenizer,
+                                   handle=config.preprocess_handle)
   definition = run_definition(spec, splits["train"], config, base.fingerprint)
   _check_definition(model_dir, definition)
   if export_dir:

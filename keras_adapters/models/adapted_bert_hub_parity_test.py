@@ -1,0 +1,140 @@
+"""`AdaptedBert` against genuine Model Garden TF Hub exports of every BERT-family variant.
+
+Each encoder is written at test time by `official.nlp.tools.export_tfhub_lib.export_model`
+(through `model_garden_export`), with random weights far from zero, and loaded back both as
+`hub.KerasLayer` and through `AdaptedBert` with identity adapters.
+"""
+
+import os
+import shutil
+
+from absl.testing import parameterized
+import tensorflow as tf
+import tensorflow_hub as hub
+import tf_keras as keras
+from tf_keras.protobuf import saved_metadata_pb2
+
+from official.nlp.configs import encoders
+
+from keras_adapters.hub import hub_encoder
+from keras_adapters.hub import model_garden_export
+from keras_adapters.hub import testing
+from keras_adapters.models import adapted_bert
+
+_TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
+             intermediate_size=32, max_position_embeddings=32, type_vocab_size=2)
+
+
+def _encoder_config(kind, **overrides):
+  return encoders.EncoderConfig(
+      type=kind, **{kind: encoders.BertEncoderConfig(**{**_TINY, **overrides})})
+
+
+# name → (export_encoder arguments, tokenizer kind, activation AdaptedBert must read).
+_VARIANTS = {
+    "legacy_gelu_vocab": (dict(bert_config=testing.tiny_bert_config(activation="gelu")),
+                          "wordpiece", "gelu_approximate"),
+    "legacy_exact_gelu_with_mlm": (dict(bert_config=testing.tiny_bert_config(), with_mlm=True),
+                                   "wordpiece", "gelu"),
+    "legacy_relu_embedding_width": (
+        dict(bert_config=testing.tiny_bert_config(activation="relu", embedding_size=8)),
+        "wordpiece", "relu"),
+    "bert_sentencepiece_copy_pooler": (
+        dict(encoder_config=_encoder_config("bert"), copy_pooler_dense_to_encoder=True),
+        "sentencepiece", "gelu_approximate"),
+    "bert_with_mlm": (dict(encoder_config=_encoder_config("bert"), with_mlm=True),
+                      "wordpiece", "gelu_approximate"),
+    "bert_v2_embedding_width_with_mlm": (
+        dict(encoder_config=_encoder_config("bert_v2", embedding_size=8), with_mlm=True),
+        "wordpiece", "gelu_approximate"),
+    "bert_v2_sentencepiece_relu": (
+        dict(encoder_config=_encoder_config("bert_v2", hidden_activation="relu")),
+        "sentencepiece", "relu"),
+}
+
+
+class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tf.compat.v1.test.get_temp_dir()
+    cls.vocab_file = testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt"))
+    cls.sp_model_file = testing.save_tiny_sentencepiece(cls.root)
+    cls.exports = {}
+
+  def _export(self, name):
+    """The variant's export, written once per class (an export takes seconds)."""
+    if name not in self.exports:
+      arguments, tokenizer, _ = _VARIANTS[name]
+      assets = (dict(vocab_file=self.vocab_file, do_lower_case=True)
+                if tokenizer == "wordpiece" else dict(sp_model_file=self.sp_model_file))
+      self.exports[name] = model_garden_export.export_encoder(
+          os.path.join(self.root, name), seed=3, **arguments, **assets)
+    return self.exports[name]
+
+  @parameterized.named_parameters(*[(name, name) for name in _VARIANTS])
+  def test_identity_adapters_equal_the_hub_layer(self, name):
+    """Every output, at every position of a padded two-segment batch, to 1e-5."""
+    handle = self._export(name)
+    base = hub_encoder.read_hub_encoder(handle)
+    self.assertEqual(base.config["activation"], _VARIANTS[name][2])
+    self.assertEqual(base.tokenizer.kind, _VARIANTS[name][1])
+    inputs = hub_encoder.probe_inputs(base.config, batch_size=3, seq_length=12)
+    self.assertEqual(set(inputs["input_type_ids"].numpy().ravel()), {0, 1})
+    self.assertIn(0, inputs["input_mask"].numpy())
+    expected = hub.KerasLayer(handle)(inputs)
+    bert = adapted_bert.AdaptedBert(handle, adapter_size=4, adapter_init_stddev=0.0)
+    actual = bert(inputs)
+    for key in ("sequence_output", "pooled_output", "default"):
+      self.assertAllClose(expected[key], actual[key], atol=1e-5, rtol=0, msg=key)
+    self.assertLen(actual["encoder_outputs"], len(expected["encoder_outputs"]))
+    for expected_layer, actual_layer in zip(expected["encoder_outputs"],
+                                            actual["encoder_outputs"]):
+      self.assertAllClose(expected_layer, actual_layer, atol=1e-5, rtol=0)
+
+  def test_a_stated_activation_that_differs_is_refused(self):
+    """The base's activation is read, not taken from the caller: a contradiction is named."""
+    handle = self._export("legacy_gelu_vocab")
+    with self.assertRaisesRegex(ValueError, r"activation='gelu' \(the base has "
+                                            r"'gelu_approximate'\)"):
+      adapted_bert.AdaptedBert(handle, activation="gelu")
+
+  def test_an_export_whose_recorded_facts_do_not_reproduce_it_is_refused(self):
+    """A SavedModel whose layer configs say exact GELU while its graph computes the tanh one
+    is refused naming both outputs' difference, not served as a near-miss."""
+    handle = os.path.join(self.create_tempdir().full_path, "tampered")
+    shutil.copytree(self._export("legacy_gelu_vocab"), handle)
+    path = os.path.join(handle, "keras_metadata.pb")
+    metadata = saved_metadata_pb2.SavedMetadata()
+    with open(path, "rb") as f:
+      metadata.ParseFromString(f.read())
+    for node in metadata.nodes:
+      node.metadata = node.metadata.replace('"Text>gelu"', '"gelu"')
+    with open(path, "wb") as f:
+      f.write(metadata.SerializeToString())
+    with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                r"does not reproduce the Hub model.*'activation': 'gelu'.*"
+                                r"differs by"):
+      hub_encoder.read_hub_encoder(handle)
+
+  def test_adapters_train_on_a_genuine_export(self):
+    """A few steps move the adapters and LayerNorms, never the Hub weights."""
+    handle = self._export("bert_v2_embedding_width_with_mlm")
+    bert = adapted_bert.AdaptedBert(handle, adapter_size=4)
+    inputs = hub_encoder.probe_inputs(hub_encoder.read_hub_encoder(handle).config)
+    layers = {k: keras.Input([None], dtype=tf.int32, name=k) for k in inputs}
+    model = keras.Model(layers, keras.layers.Dense(2)(bert(layers)["pooled_output"]))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    trainable = {id(v) for v in model.trainable_weights}
+    frozen = {v.name: v.numpy() for v in bert.encoder.hub_variable_map().values()
+              if id(v) not in trainable}
+    model.fit(inputs, tf.constant([0, 1]), epochs=2, verbose=0)
+    self.assertNotEmpty(frozen)
+    for variable in bert.encoder.hub_variable_map().values():
+      if variable.name in frozen:
+        self.assertAllEqual(variable, frozen[variable.name], msg=variable.name)
+
+
+if __name__ == "__main__":
+  tf.test.main()
