@@ -46,6 +46,7 @@ import tensorflow as tf
 import harness
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
+from keras_adapters.hub import default_model
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import task_export
 from keras_adapters.hub import testing as hub_testing
@@ -54,12 +55,14 @@ from keras_adapters.models import classifier
 from keras_adapters.models import saving
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.tasks import squad
 from keras_adapters.tasks import text_classification
 from keras_adapters.training import method_comparison
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -347,6 +350,54 @@ def _csv(ws, name, content):
   return text_classification.read_text_classification(path)
 
 
+def _data_file(ws, name, data: bytes, **kwargs):
+  """Reads `data` written as the file `name`, as a user's export of it."""
+  path = ws.path(name)
+  with open(path, "wb") as f:
+    f.write(data)
+  return text_classification.read_text_classification(path, **kwargs)
+
+
+def _labels_and_texts(result):
+  spec, examples = result
+  return tuple(spec.label_names), list(examples.texts[0])
+
+
+def _split_files_with_other_columns(ws):
+  """run_classification.py on three files, the validation file's columns named otherwise."""
+  folder = ws.new_dir("split_files")
+  rows = "".join(f"w{i} w{i + 1},{('bad', 'good')[i % 2]}\n" for i in range(8))
+  for name, header in (("train", "review,sentiment"), ("dev", "text,label"),
+                       ("test", "review,sentiment")):
+    with open(os.path.join(folder, f"{name}.csv"), "w", encoding="utf-8") as f:
+      f.write(f"{header}\n{rows}")
+  return ws.cli("run_classification.py", *(f"--{flag}={os.path.join(folder, name)}.csv"
+                                            for flag, name in (("train_file", "train"),
+                                                               ("validation_file", "dev"),
+                                                               ("test_file", "test"))),
+                "--text_column=review", "--label_column=sentiment",
+                f"--model_dir={os.path.join(folder, 'run')}",
+                f"--hub_handle={ws.hub_handle}", f"--preprocess_handle={ws.preprocess_handle}",
+                f"--max_seq_length={testing.SEQ_LENGTH}")
+
+
+def _squad_file(ws, name, text, version="1.1", **question):
+  path = ws.path(name)
+  context = "Super Bowl 50 was played at Levi's Stadium."
+  qa = dict(id="q1", question="Where?", answers=[dict(text="Levi's Stadium", answer_start=28)],
+            **question)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text + json.dumps({"version": version, "data": [
+        {"title": "x", "paragraphs": [{"context": context, "qas": [qa]}]}]}))
+  return squad.read_squad_file(path, training=False).question_ids
+
+
+def _unwritable_model_cache(ws):
+  del ws  # The cache is the variable's.
+  with mock.patch.dict(os.environ, KERAS_ADAPTERS_CACHE="/sys/kernel/keras_adapters_cache"):
+    return default_model.default_hub_handle()
+
+
 def _vocab_beyond_the_encoder(ws):
   vocab = ws.path("big_vocab.txt")
   with open(vocab, "w", encoding="utf-8") as f:
@@ -513,6 +564,62 @@ def cases() -> Sequence[Case]:
            expect_error(ValueError, r"has the label 7 .*outside the class ids 0\.\.\.2")),
       Case(data, "a regression score that is NaN", _nan_regression_score,
            expect_error(ValueError, "has a score that is not a finite number: example 'b'")),
+      Case(data, "a semicolon-separated .csv",
+           lambda ws: _labels_and_texts(_data_file(ws, "semicolons.csv",
+                                                   b"text;label\nw1, w2;pos\nw3;neg\n")),
+           expect_result(_is((("neg", "pos"), ["w1, w2", "w3"])), "read, delimiter found")),
+      Case(data, "a tab-separated .csv",
+           lambda ws: _labels_and_texts(_data_file(ws, "tabs.csv",
+                                                   b"text\tlabel\nw1, w2\tpos\nw3\tneg\n")),
+           expect_result(_is((("neg", "pos"), ["w1, w2", "w3"])), "read, delimiter found")),
+      Case(data, "a pipe-separated .csv with --delimiter=pipe",
+           lambda ws: _labels_and_texts(_data_file(ws, "pipes.csv",
+                                                   b"text|label\nw1, w2|pos\nw3|neg\n",
+                                                   delimiter="pipe")),
+           expect_result(_is((("neg", "pos"), ["w1, w2", "w3"])), "read as told")),
+      Case(data, "a CSV without a header",
+           lambda ws: _data_file(ws, "headerless.csv", b"great flight,positive\nlate,negative\n"
+                                 b"fine,positive\n"),
+           expect_error(errors.DataError, "has no header row: its first line looks like data.*"
+                        "Add a first line naming the columns, e.g. 'text,label'")),
+      Case(data, "a UTF-16 spreadsheet export (byte-order mark)",
+           lambda ws: _labels_and_texts(_data_file(
+               ws, "utf16.csv", "text,label\nw1 caf\u00e9,pos\nw2,neg\n".encode("utf-16"))),
+           expect_result(_is((("neg", "pos"), ["w1 caf\u00e9", "w2"])), "read as UTF-16")),
+      Case(data, "UTF-16 without a byte-order mark",
+           lambda ws: _data_file(ws, "utf16le.csv",
+                                 "text,label\nw1,pos\nw2,neg\n".encode("utf-16-le")),
+           expect_error(errors.DataError, r'as UTF-16 without a byte-order mark does: pass '
+                        r'encoding="utf-16-le"')),
+      Case(data, "text_column equal to label_column",
+           lambda ws: _data_file(ws, "same.csv", b"text,label\nw1,pos\nw2,neg\n",
+                                 text_column="label"),
+           expect_error(errors.UsageError, "name the same column: a model would learn each "
+                        "label from itself")),
+      Case(data, "text and label columns swapped",
+           lambda ws: _data_file(ws, "swapped.csv", b"label,text\nw1 w2,pos\nw3,neg\n"
+                                 b"w4 w5,pos\nw6,neg\nw7,pos\n"),
+           expect_error(errors.DataError, "they look swapped. Pass text_column='label' and "
+                        "label_column='text'")),
+      Case(data, "a trailing comma on every row",
+           lambda ws: _labels_and_texts(_data_file(ws, "trailing.csv",
+                                                   b"text,label\nw1,pos,\nw2,neg,\n")),
+           expect_result(_is((("neg", "pos"), ["w1", "w2"])), "read without it")),
+      Case(data, "labels Positive and positive",
+           lambda ws: _data_file(ws, "case.csv", b"text,label\nw1,Positive\nw2,positive\n"
+                                 b"w3,negative\n"),
+           expect_error(errors.DataError, "differ only by case would be classes of their own: "
+                        r"'Positive' \(1 example\), 'positive' \(1 example\).*"
+                        "merge_label_case=True")),
+      Case(data, "a literal nan label",
+           lambda ws: _data_file(ws, "nan.csv", b"text,label\nw1,nan\nw2,pos\nw3,neg\n"),
+           expect_error(errors.DataError, "labels 'nan' .* are how pandas, Python or SQL write "
+                        "a missing value")),
+      Case(data, "CLI validation file with other column names",
+           _split_files_with_other_columns,
+           expect_cli_error(2, r"error: --validation_file .*dev\.csv has the columns \['text', "
+                            r"'label'\], not the column 'review' \(--text_column\) that "
+                            "--train_file has"), cli=True),
       Case(files, "save_adapters into a folder holding a user's file",
            _users_folder_for_adapters,
            expect_error(adapter_artifact.AdapterArtifactError,
@@ -536,6 +643,15 @@ def cases() -> Sequence[Case]:
            lambda ws: ws.cli("export_multitask.py", "--tasks=reviews=/nowhere"),
            expect_cli_error(2, r"^export_multitask\.py: error: No adapter artifact at "
                             "'/nowhere'"), cli=True),
+      Case(cli, "export_multitask.py --tasks=",
+           lambda ws: ws.cli("export_multitask.py", "--tasks="),
+           expect_cli_error(2, r"^export_multitask\.py: error: --tasks is empty: give the "
+                            "tasks to serve"), cli=True),
+      Case(cli, "run_automl.py --embeddings=glove",
+           lambda ws: ws.cli("run_automl.py", "--embeddings=glove"),
+           expect_cli_error(2, r"^run_automl\.py: error: --embeddings=glove: unknown 'glove'\. "
+                            r"Give built-in names \(glove-6b-50d, use-multilingual-v3\)"),
+           cli=True),
       Case(cli, "run_classification.py --verbose shows the traceback",
            lambda ws: ws.cli("run_classification.py", "--epochs=nan", "--verbose"),
            expect_result(lambda process: None if process.returncode != 0 and (
@@ -574,6 +690,21 @@ def cases() -> Sequence[Case]:
       Case(message, "a model_dir inside a file",
            lambda ws: ws.rerun(os.path.join(ws.reviews, "run")),
            expect_error(NotADirectoryError, "is a file, or inside one: pass a folder")),
+      Case(message, "an unwritable model cache (KERAS_ADAPTERS_CACHE)",
+           _unwritable_model_cache,
+           expect_error(errors.UsageError, r"The model cache \(KERAS_ADAPTERS_CACHE=/sys/kernel/"
+                        r"keras_adapters_cache\) cannot be created or written to.*Set "
+                        "KERAS_ADAPTERS_CACHE to a folder you can write to")),
+      Case(message, "a SQuAD 2.0 file",
+           lambda ws: _squad_file(ws, "squad2.json", "", version="v2.0", is_impossible=False),
+           expect_error(errors.DataError, r"is SQuAD v2\.0 \(version 'v2\.0'\): v2\.0 is "
+                        r"not supported, only v1\.1")),
+      Case(message, "a SQuAD JSON with a byte-order mark",
+           lambda ws: _squad_file(ws, "squad_bom.json", "\ufeff"),
+           expect_result(_is(["q1"]), "read, as CSVs with one are")),
+      Case(message, "adapter_init_stddev=0 (exact identity adapters)",
+           lambda ws: dataclasses.replace(ws.config, adapter_init_stddev=0.0).adapter_init_stddev,
+           expect_result(_is(0.0), "accepted, as AdapterConfig and the README accept it")),
       Case(message, "a truncated latest checkpoint", _truncated_latest_checkpoint,
            expect_result(_is(2), "resumed from ckpt-2, with a warning")),
       Case(message, "an empty text; then the recommended --drop_empty",
