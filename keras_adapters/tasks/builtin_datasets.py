@@ -21,6 +21,7 @@ from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import snli
 from keras_adapters.tasks import splits as splits_lib
 from keras_adapters.tasks import text_classification
+from keras_adapters.utils import errors
 
 TaskSpec = examples_lib.TaskSpec
 TextExamples = examples_lib.TextExamples
@@ -202,6 +203,6 @@ def split_builtin_task(name: str, manifest_path: str) -> Tuple[TaskSpec, splits_
 
 def _builtin_task(name: str) -> BuiltinTask:
   if name not in BUILTIN_TASKS:
-    raise ValueError(
+    raise errors.UsageError(
         f"Unknown built-in task {name!r}; the built-in tasks are {sorted(BUILTIN_TASKS)}.")
   return BUILTIN_TASKS[name]

@@ -5,6 +5,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from keras_adapters.utils import errors
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
@@ -50,10 +52,10 @@ class TextExamples:
   def __post_init__(self):
     for field in self.texts:
       if len(field) != len(self.ids):
-        raise ValueError(
+        raise errors.UsageError(
             f"Every text field needs one entry per example: got {len(field)} texts for "
             f"{len(self.ids)} ids.")
     if self.labels is not None and len(self.labels) != len(self.ids):
-      raise ValueError(
+      raise errors.UsageError(
           f"Got {len(self.labels)} labels for {len(self.ids)} examples; give one label per "
           "example or none at all.")

@@ -21,6 +21,7 @@ import numpy as np
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import text_classification
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 TaskSpec = examples_lib.TaskSpec
 TextExamples = examples_lib.TextExamples
@@ -149,7 +150,7 @@ def apply_split_manifest(manifest: SplitManifest, spec: TaskSpec,
   actual = fingerprint(spec, examples)
   if actual != manifest.fingerprint:
     source = f"split manifest {manifest.path}" if manifest.path else "the split manifest"
-    raise ValueError(
+    raise errors.UsageError(
         f"The examples of task {spec.name!r} are not the ones {source} was made from: their "
         f"fingerprint is {actual}, the manifest's {manifest.fingerprint}. "
         f"{_describe_mismatch(manifest, spec, examples)} Every method must be scored on the "
@@ -195,13 +196,13 @@ def split_with_manifest(path: str, spec: TaskSpec, examples: TextExamples,
     manifest = load_split_manifest(path)
     if set(manifest.given_splits) != set(given) or any(
         set(manifest.ids[split]) != set(ids) for split, ids in given.items()):
-      raise ValueError(
+      raise errors.UsageError(
           f"Split manifest {path} records the given splits {list(manifest.given_splits)}; "
           f"the splits given now are {[s for s in SPLIT_NAMES if s in given]}, or hold other "
           "examples. Delete the manifest to make a new one (and re-run every method on it).")
     if not _all_given(examples, given) and (manifest.seed != seed or (
         _check_fractions(manifest.fractions) != _check_fractions(fractions))):
-      raise ValueError(
+      raise errors.UsageError(
           f"Split manifest {path} was made with seed {manifest.seed} and fractions "
           f"{list(manifest.fractions)}, not seed {seed} and fractions {list(fractions)}. Pass "
           "the recorded values to reuse the split, or delete the manifest to make a new one "
@@ -276,7 +277,7 @@ def load_split_manifest(path: str) -> SplitManifest:
     try:
       record = json.load(f)
     except json.JSONDecodeError as e:
-      raise ValueError(
+      raise errors.DataError(
           f"Split manifest {path}, line {e.lineno}, column {e.colno}: not valid JSON "
           f"({e.msg}). Restore it from where it was kept, or delete it to make a new split."
       ) from e
@@ -300,23 +301,23 @@ def _check_record(path: str, record) -> None:
   missing += [f"{key}.{split}" for key in ("fractions", "ids") if key not in missing
               for split in SPLIT_NAMES if split not in record[key]]
   if missing:
-    raise ValueError(
+    raise errors.DataError(
         f"Split manifest {path} lacks the keys {missing}; it was not written by "
         "save_split_manifest. Restore it, or delete it to make a new split.")
   unknown = set(record.get(_GIVEN_KEY, ())) - set(SPLIT_NAMES)
   if unknown:
-    raise ValueError(
+    raise errors.DataError(
         f"Split manifest {path} names given splits {sorted(unknown)}; the splits are "
         f"{list(SPLIT_NAMES)}. Restore it, or delete it to make a new split.")
   if record["format_version"] != _FORMAT_VERSION:
-    raise ValueError(
+    raise errors.DataError(
         f"Split manifest {path} has format version {record['format_version']}; this code "
         f"reads version {_FORMAT_VERSION}. Use the code that wrote it.")
   seen = set()
   for split in SPLIT_NAMES:
     repeated = seen.intersection(record["ids"][split])
     if repeated:
-      raise ValueError(
+      raise errors.DataError(
           f"Split manifest {path} puts ids {sorted(repeated)[:5]} in more than one split; "
           "it was edited by hand. Restore it, or delete it to make a new split.")
     seen.update(record["ids"][split])
@@ -328,10 +329,10 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
   """Sorted example indices of the train, validation and test splits."""
   _check_examples(spec, examples)
   if not len(examples):
-    raise ValueError(f"Task {spec.name!r} has no examples to split.")
+    raise errors.DataError(f"Task {spec.name!r} has no examples to split.")
   shares = _check_fractions(fractions)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-    raise ValueError(f"seed must be an integer, got {seed!r}.")
+    raise errors.UsageError(f"seed must be an integer, got {seed!r}.")
   parts = tuple([np.empty(0, np.int64)] for _ in SPLIT_NAMES)
   rest = np.ones(len(examples), bool)
   for split, indices in _given_indices(spec, examples, given or {}).items():
@@ -342,7 +343,7 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
     return tuple(np.sort(np.concatenate(part)) for part in parts)
   classes = np.unique(examples.labels[rest])
   if len(classes) < 2:
-    raise ValueError(
+    raise errors.DataError(
         f"Task {spec.name!r} has examples of one class only, "
         f"{spec.label_names[classes[0]]!r} ({len(rest)} examples): a classifier learns "
         "nothing from it. Check that the labels are read from the right column "
@@ -351,7 +352,7 @@ def _split_indices(spec: TaskSpec, examples: TextExamples, fractions: Sequence[f
   for label in classes:
     members = rest[examples.labels[rest] == label]
     if len(members) < 2:
-      raise ValueError(
+      raise errors.DataError(
           f"Class {spec.label_names[label]!r} of task {spec.name!r} has only 1 example (id "
           f"{examples.ids[members[0]]!r}), too few to split stratified. Add examples of it, "
           "or drop its example and the class from label_names.")
@@ -373,17 +374,17 @@ def _given_indices(spec: TaskSpec, examples: TextExamples,
   indices, seen = {}, set()
   for split, ids in given.items():
     if split not in SPLIT_NAMES:
-      raise ValueError(
+      raise errors.UsageError(
           f"Given split {split!r} of task {spec.name!r} is not one of {list(SPLIT_NAMES)}.")
     unknown = [i for i in ids if i not in position]
     if unknown:
-      raise ValueError(
+      raise errors.UsageError(
           f"Given split {split!r} of task {spec.name!r} names ids that are not among the "
           f"examples, e.g. {unknown[:3]}; give ids of the examples passed.")
     repeated = seen.intersection(ids) or {
         i for i, count in collections.Counter(ids).items() if count > 1}
     if repeated:
-      raise ValueError(
+      raise errors.UsageError(
           f"Given split {split!r} of task {spec.name!r} names ids twice or ids of another "
           f"given split, e.g. {sorted(repeated)[:3]}; give every example once at most.")
     seen.update(ids)
@@ -406,11 +407,11 @@ def _check_fractions(fractions: Sequence[float]) -> Tuple[fractions_lib.Fraction
   """Checks the split fractions; returns them as exact fractions that sum to 1."""
   if len(fractions) != len(SPLIT_NAMES) or not all(
       math.isfinite(f) and f >= 0 for f in fractions):
-    raise ValueError(
+    raise errors.UsageError(
         f"fractions must be 3 numbers >= 0 for {', '.join(SPLIT_NAMES)}; got "
         f"{list(fractions)}.")
   if not math.isclose(sum(fractions), 1.0, abs_tol=1e-6) or fractions[0] == 0:
-    raise ValueError(
+    raise errors.UsageError(
         f"fractions {list(fractions)} must sum to 1 with a train fraction above 0, e.g. "
         f"{list(DEFAULT_FRACTIONS)}.")
   # Exact decimals (0.1 is 1/10, not the float nearest to it) so that 10 examples cut by
@@ -422,22 +423,22 @@ def _check_fractions(fractions: Sequence[float]) -> Tuple[fractions_lib.Fraction
 def _check_examples(spec: TaskSpec, examples: TextExamples) -> None:
   """Checks the examples carry in-range class labels and unique ids."""
   if spec.is_regression or examples.labels is None:
-    raise ValueError(
+    raise errors.DataError(
         f"Task {spec.name!r} has no class labels; stratified splits and manifests need "
         "labelled classification examples.")
   labels = np.asarray(examples.labels)
   if not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(f"Labels of task {spec.name!r} must be integer class ids; got dtype "
-                     f"{labels.dtype}.")
+    raise errors.DataError(f"Labels of task {spec.name!r} must be integer class ids; got dtype "
+                           f"{labels.dtype}.")
   out_of_range = labels[(labels < 0) | (labels >= spec.num_classes)]
   if out_of_range.size:
-    raise ValueError(
+    raise errors.DataError(
         f"Labels of task {spec.name!r} must be class ids in [0, {spec.num_classes}) for "
         f"label_names {list(spec.label_names)}; got {out_of_range[0]}.")
   if len(set(examples.ids)) < len(examples.ids):
     seen = set()
     repeated = [i for i in examples.ids if i in seen or seen.add(i)]
-    raise ValueError(
+    raise errors.DataError(
         f"Example ids of task {spec.name!r} repeat, e.g. {repeated[:5]}; splits are recorded "
         "by id, so give every example its own id.")
 
