@@ -13,7 +13,6 @@ import os
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
 
 from keras_adapters.tasks import builtin_datasets
@@ -104,7 +103,8 @@ def load_splits(model_dir, max_train_examples):
     keep = np.sort(np.random.default_rng(0).permutation(len(train))[:max_train_examples])
     train = text_classification.select_examples(train, keep)
   splits = dict(train=train, validation=validation, test=test)
-  logging.info("%s", class_counts(spec, splits))
+  # On stdout, with the run's other output: stderr is for the one line of an error.
+  print(class_counts(spec, splits), flush=True)
   return spec, splits
 
 
