@@ -12,6 +12,8 @@ from keras_adapters.hub.default_model import default_preprocess_handle
 from keras_adapters.hub.multitask_export import export_multitask
 from keras_adapters.hub.qa_export import export_qa
 from keras_adapters.hub.task_export import export_task
+from keras_adapters.interop.adapterhub import load_adapterhub
+from keras_adapters.interop.adapterhub import save_adapterhub
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
 from keras_adapters.layers.adapter import Adapter
 from keras_adapters.models.adapted_bert import AdaptedBert

@@ -5,9 +5,11 @@ An artifact is a folder with `adapter_config.json` and `adapter_model.safetensor
 
 - `base`: the base encoder's handle and fingerprint (SHA-256 of its weights) and the
   `AdaptedBert` arguments weights cannot reveal (activation, dropout, LayerNorm epsilon);
-- `adapter_config`: the `AdapterConfig` of the adapter set, and `adapter_name`, its name;
-- `head`: the task head (`kind`, `num_classes`, `pooling`, `dropout_rate`, `label_names`),
-  or `null` for a model not built by `build_classifier`;
+- `adapter_config`: the `AdapterConfig` of the adapter set (with its AdapterHub placement
+  options; artifacts without them have Houlsby's), and `adapter_name`, its name;
+- `head`: the task head (`kind`, `num_classes`, `pooling`, `dropout_rate`, `label_names`,
+  `hidden_layers`, `hidden_activation`; a head recorded without the last two has no hidden
+  layer), or `null` for a model not built by `build_classifier`;
 - `preprocessing`: how text becomes encoder inputs (`handle`, `text_fields`, `seq_length`),
   or `null`;
 - `tensors`: every stored tensor's name and shape; `metadata`: the caller's;

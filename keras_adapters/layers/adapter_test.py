@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import testing
 
 
 def _inputs(shape=(2, 5, 16), seed=0):
@@ -160,6 +161,71 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
     """A non-positive or non-integer adapter_size is a ValueError naming the argument."""
     with self.assertRaisesRegex(ValueError, "adapter_size"):
       adapter_lib.Adapter(adapter_size=adapter_size)
+
+  @parameterized.named_parameters(*testing.PLACEMENT_VARIANTS.items())
+  def test_placement_is_adapterhubs(self, options):
+    """Called on a sub-layer's output h, its input x and the base LayerNorm, the adapter
+    computes AdapterHub's bottleneck_layer_forward for its options (written out here)."""
+    options = {k: v for k, v in options.items() if k not in ("mh_adapter", "output_adapter")}
+    adapter = adapter_lib.Adapter(adapter_size=4, activation="swish", init_stddev=0.5,
+                                  **options)
+    h, x = _inputs((2, 3, 8), seed=1), _inputs((2, 3, 8), seed=2)
+    adapter(h)
+    rng = np.random.RandomState(0)
+    for weight in adapter.weights:
+      weight.assign(rng.normal(scale=0.5, size=weight.shape))
+    parts = {w.name.split("/", 1)[1].split(":")[0]: w.numpy() for w in adapter.weights}
+    base_gamma, base_beta = rng.normal(size=8), rng.normal(size=8)
+
+    def norm(v, gamma, beta, epsilon):
+      return (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + epsilon) * (
+          gamma) + beta
+
+    def base_norm(v):
+      return norm(np.asarray(v), base_gamma, base_beta, 1e-12)
+
+    def own_norm(v, which):
+      if not options.get(which):
+        return v
+      return norm(v, parts[f"{which}/gamma"], parts[f"{which}/beta"], 1e-5)
+
+    def bottleneck(v):
+      down = own_norm(v, "ln_before") @ parts["down_project/kernel"] + parts[
+          "down_project/bias"]
+      down = down / (1 + np.exp(-down))
+      return options.get("scaling", 1.0) * (down @ parts["up_project/kernel"]
+                                            + parts["up_project/bias"])
+
+    h_np, x_np = h.numpy(), x.numpy()
+    if options.get("is_parallel"):
+      out = own_norm(bottleneck(x_np), "ln_after") + h_np
+    else:
+      rbl = options.get("residual_before_ln", True)
+      residual, hidden = h_np, h_np
+      if options.get("original_ln_before"):
+        residual = h_np + x_np if rbl == "post_add" else h_np
+        hidden = base_norm(h_np + x_np)
+        residual = hidden if rbl is False else residual
+      up = bottleneck(hidden)
+      if options.get("adapter_residual_before_ln"):
+        out = own_norm(up + residual, "ln_after")
+      else:
+        out = own_norm(up, "ln_after") + residual
+    if options.get("original_ln_after", True):
+      out = base_norm(out + x_np)
+    layer_norm = lambda v: base_norm(v).astype(np.float32)
+    self.assertAllClose(adapter(h, sublayer_input=x, layer_norm=layer_norm), out, atol=1e-5)
+
+  def test_unsupported_option_combinations_are_named(self):
+    for options, message in (
+        (dict(residual_before_ln="post_add"), "post_add.*original_ln_before"),
+        (dict(is_parallel=True, original_ln_before=True), "parallel"),
+        (dict(scaling="learned"), "scaling"),
+        (dict(ln_after=1), "ln_after")):
+      with self.assertRaisesRegex(ValueError, message):
+        adapter_lib.Adapter(adapter_size=4, **options)
+    with self.assertRaisesRegex(ValueError, r"Unknown adapter options \['phm_layer'\]"):
+      adapter_lib.validate_options(dict(phm_layer=True))
 
   def test_negative_init_stddev_raises(self):
     """A negative init_stddev is a ValueError naming the argument."""

@@ -6,6 +6,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapter_set
 from keras_adapters.layers import task_routing
+from keras_adapters.layers import testing
 from keras_adapters.networks import adapted_bert_encoder
 
 _TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
@@ -81,6 +82,27 @@ class TaskRoutingTest(tf.test.TestCase):
         self.assertAllClose(tf.gather(routed[key], rows), tf.gather(alone[key], rows),
                             atol=1e-5, rtol=0, msg=f"{key} of task {task}")
         self.assertAllClose(one_task[key], alone[key], atol=1e-5, rtol=0)
+
+  def test_every_placement_routes_exactly(self):
+    """For each AdapterHub placement, two tasks sharing its options (one without attention
+    adapters and with a block left out) answer a mixed batch as each task's own set does."""
+    inputs = _inputs()
+    task_ids = tf.constant([1, 0, 1, 0, 0])
+    for name, options in testing.PLACEMENT_VARIANTS.items():
+      with self.subTest(placement=name):
+        sets = [_random_set(4, adapter_size=4, adapter_options=options),
+                _random_set(5, adapter_size=2, leave_out=(1,),
+                            adapter_options=dict(options, mh_adapter=False))]
+        stacked = task_routing.StackedAdapters(
+            [{k: w.numpy() for k, w in adapter_set.adapter_weights_by_key(
+                s.encoder_adapters()).items()} for s in sets],
+            num_layers=2, activation="gelu", layer_norm_epsilon=1e-12, adapter_options=options)
+        routed = self.encoder(inputs, adapters=stacked.encoder_adapters(task_ids))
+        for task, layer in enumerate(sets):
+          rows = np.flatnonzero(task_ids.numpy() == task)
+          alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+          self.assertAllClose(tf.gather(routed["sequence_output"], rows),
+                              tf.gather(alone["sequence_output"], rows), atol=1e-5, rtol=0)
 
   def test_no_tasks_is_refused(self):
     with self.assertRaisesRegex(ValueError, "at least one task"):

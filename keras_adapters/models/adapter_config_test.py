@@ -5,6 +5,8 @@ import json
 from absl.testing import parameterized
 import tensorflow as tf
 
+from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import testing
 from keras_adapters.models import adapter_config
 
 
@@ -38,6 +40,33 @@ class AdapterConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("string_leave_out", dict(leave_out="01"), "leave_out"),
       ("policy", dict(tuning="bitfit"), "'bitfit'"))
   def test_invalid_values_are_named(self, values, message):
+    with self.assertRaisesRegex(ValueError, message):
+      adapter_config.AdapterConfig(**values)
+
+  @parameterized.named_parameters(*testing.PLACEMENT_VARIANTS.items())
+  def test_placements_round_trip_and_reach_the_layers(self, options):
+    config = adapter_config.AdapterConfig(reduction_factor=4, activation="silu", **options)
+    values = json.loads(json.dumps(config.to_dict()))
+    self.assertEqual(adapter_config.AdapterConfig.from_dict(values), config)
+    self.assertEqual(config.activation, "swish")
+    self.assertEqual(config.bottleneck_size(384), 96)
+    self.assertEqual(config.adapter_options(),
+                     {**adapter_lib.ADAPTER_OPTIONS, **options})
+
+  def test_a_record_without_placement_options_is_houlsbys(self):
+    """Artifacts saved before the AdapterHub options load with the placement they had."""
+    old = dict(adapter_size=8, activation="relu", init_stddev=0.01, leave_out=[],
+               tuning="adapters", top_k=None)
+    config = adapter_config.AdapterConfig.from_dict(old)
+    self.assertEqual(config.adapter_options(), adapter_lib.ADAPTER_OPTIONS)
+    self.assertEqual(config.bottleneck_size(384), 8)
+
+  @parameterized.named_parameters(
+      ("reduction_without_adapters", dict(adapter_size=None, reduction_factor=16),
+       "reduction_factor"),
+      ("reduction_zero", dict(reduction_factor=0), "reduction_factor"),
+      ("post_add_alone", dict(residual_before_ln="post_add"), "original_ln_before"))
+  def test_invalid_adapterhub_options_are_named(self, values, message):
     with self.assertRaisesRegex(ValueError, message):
       adapter_config.AdapterConfig(**values)
 

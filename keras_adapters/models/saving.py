@@ -137,9 +137,10 @@ def load_task_model(directory, base_handle=None):
       layer_norm_epsilon=base["layer_norm_epsilon"], adapter_config=config["adapter_config"],
       adapter_name=config["adapter_name"])
   head = config["head"]
-  model = classifier.build_classifier(bert, head["num_classes"],
-                                      dropout_rate=head["dropout_rate"],
-                                      pooling=head["pooling"])
+  model = classifier.build_classifier(
+      bert, head["num_classes"], dropout_rate=head["dropout_rate"], pooling=head["pooling"],
+      hidden_layers=head.get("hidden_layers", 0),
+      hidden_activation=head.get("hidden_activation", "tanh"))
   load_adapters(model, directory)
   label_names = adapter_artifact.label_names(head)
   model.head_config = dataclasses.replace(model.head_config, label_names=label_names)
@@ -207,4 +208,8 @@ def _task_variables(model, bert, adapter_name):
 def _head_dict(head):
   values = dataclasses.asdict(head)
   values["label_names"] = None if head.label_names is None else list(head.label_names)
+  if not head.hidden_layers:
+    # A single dense layer is recorded as before hidden layers existed: readers of either
+    # version rebuild it.
+    del values["hidden_layers"], values["hidden_activation"]
   return values

@@ -272,7 +272,7 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     arguments = [name for name, p in inspect.signature(
         adapted_bert_encoder.AdaptedBertEncoder.__init__).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD]
-    self.assertLen(arguments, 15)
+    self.assertLen(arguments, 17)
     for name in arguments:
       self.assertEqual(config[name], getattr(encoder, name))
     rebuilt = keras.layers.deserialize(keras.layers.serialize(encoder))

@@ -1,0 +1,99 @@
+r"""Converts adapters between AdapterHub (PyTorch `adapters`) and this library's artifacts.
+
+From AdapterHub (what `model.save_adapter(dir, name, with_head=True, use_safetensors=True)`
+wrote) to an adapter artifact, which then loads with `load_task_model` and serves through
+`export_task_from_artifact` and `experiments/export_multitask.py`:
+
+  python experiments/convert_adapterhub.py \
+      --from_adapterhub=my_adapterhub_adapter --to_artifact=runs/converted/adapters
+
+From an adapter artifact (trained here) to AdapterHub, which loads it with
+`model.load_adapter(dir, with_head=True, use_safetensors=True)` into a `BertAdapterModel`:
+
+  python experiments/convert_adapterhub.py \
+      --from_artifact=runs/airline/export/adapters --to_adapterhub=airline_adapterhub
+
+Both sides run on the same released base (the embedded default all-MiniLM-L6-v2 unless
+--hub_handle names another); the adapters, their placement options and the classification
+head move exactly.
+"""
+
+from absl import app
+from absl import flags
+
+# Before TensorFlow loads (see cli).
+from experiments import cli
+from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import default_model
+from keras_adapters.interop import adapterhub
+from keras_adapters.models import saving
+
+flags.DEFINE_string("from_adapterhub", None,
+                    "An AdapterHub adapter folder (adapter_config.json, adapter.safetensors, "
+                    "head_config.json, model_head.safetensors) to convert to --to_artifact.")
+flags.DEFINE_string("to_artifact", None, "The adapter artifact folder to write.")
+flags.DEFINE_string("from_artifact", None,
+                    "An adapter artifact (written by this library's CLIs or save_adapters) to "
+                    "convert to --to_adapterhub.")
+flags.DEFINE_string("to_adapterhub", None, "The AdapterHub adapter folder to write.")
+flags.DEFINE_string("hub_handle", None,
+                    "The base's TF Hub encoder; default: the embedded default (from AdapterHub) "
+                    "or the base the artifact records (to AdapterHub).")
+flags.DEFINE_string("preprocess_handle", None,
+                    "From AdapterHub: the base's preprocessing model, recorded in the artifact; "
+                    "default: the embedded default's (needed with --hub_handle).")
+flags.DEFINE_list("text_fields", ["text"],
+                  "From AdapterHub: the task's text inputs, one or two (a sentence pair).")
+flags.DEFINE_integer("seq_length", 128, "From AdapterHub: the length texts are packed to.")
+flags.DEFINE_string("model_name", None,
+                    "To AdapterHub: the base's Hugging Face name; default: the embedded "
+                    "default's when the artifact runs on it.")
+flags.DEFINE_enum("layer_norms", "error", ["error", "file"],
+                  "To AdapterHub: 'error' refuses a task whose training changed the base's "
+                  "LayerNorms (an AdapterHub adapter cannot carry them); 'file' writes them "
+                  "beside the adapter with the PyTorch lines that load them.")
+flags.DEFINE_bool("overwrite", False,
+                  "Replace the output folder even if it is a non-empty folder of another kind.")
+
+FLAGS = flags.FLAGS
+
+
+def from_adapterhub():
+  """Converts --from_adapterhub to the artifact --to_artifact; returns the task model."""
+  if FLAGS.hub_handle and not FLAGS.preprocess_handle:
+    raise app.UsageError("--hub_handle names another base than the default: give its "
+                         "preprocessing model too, --preprocess_handle.")
+  model = adapterhub.load_adapterhub(FLAGS.from_adapterhub, base_handle=FLAGS.hub_handle)
+  preprocessing = adapter_artifact.PreprocessingConfig(
+      FLAGS.preprocess_handle or default_model.default_preprocess_handle(),
+      tuple(FLAGS.text_fields), FLAGS.seq_length)
+  saving.save_adapters(model, FLAGS.to_artifact, label_names=model.head_config.label_names,
+                       preprocessing=preprocessing, overwrite=FLAGS.overwrite,
+                       metadata=dict(converted_from="adapterhub",
+                                     source=FLAGS.from_adapterhub))
+  return FLAGS.to_artifact
+
+
+def to_adapterhub():
+  """Converts the artifact --from_artifact to the AdapterHub folder --to_adapterhub."""
+  model = saving.load_task_model(FLAGS.from_artifact, base_handle=FLAGS.hub_handle)
+  return adapterhub.save_adapterhub(model, FLAGS.to_adapterhub, model_name=FLAGS.model_name,
+                                    layer_norms=FLAGS.layer_norms, overwrite=FLAGS.overwrite)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  conversions = [(from_adapterhub, FLAGS.from_adapterhub, FLAGS.to_artifact),
+                 (to_adapterhub, FLAGS.from_artifact, FLAGS.to_adapterhub)]
+  chosen = [conversion for conversion in conversions if any(conversion[1:])]
+  if len(chosen) != 1 or not all(chosen[0][1:]):
+    raise app.UsageError(
+        "Give one conversion: --from_adapterhub=DIR --to_artifact=DIR, or "
+        "--from_artifact=DIR --to_adapterhub=DIR.")
+  convert = chosen[0][0]
+  print(f"Wrote {convert()}.")
+
+
+if __name__ == "__main__":
+  cli.run(main)

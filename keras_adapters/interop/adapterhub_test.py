@@ -1,0 +1,193 @@
+"""Tests for reading and writing AdapterHub artifacts."""
+
+import json
+import os
+import shutil
+
+from absl.testing import parameterized
+import numpy as np
+from safetensors import numpy as safetensors_numpy
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.interop import adapterhub
+from keras_adapters.layers import adapter_set
+from keras_adapters.layers import testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
+from keras_adapters.models import classifier
+
+# Written by AdapterHub (`adapters` 1.3.0) itself on all-MiniLM-L6-v2; see testdata/README.md.
+FIXTURES = os.path.join(os.path.dirname(__file__), "testdata", "adapterhub")
+TOLERANCE = 1e-4
+
+
+def reference_inputs(fixture):
+  """The token ids of a fixture's `reference_logits.json`, and AdapterHub's logits for them."""
+  with open(os.path.join(FIXTURES, fixture, "reference_logits.json"), encoding="utf-8") as file:
+    reference = json.load(file)
+  inputs = {key: tf.constant(reference[key], tf.int32)
+            for key in ("input_word_ids", "input_mask", "input_type_ids")}
+  return inputs, np.array(reference["logits"], np.float32)
+
+
+def random_task_model(handle, options, *, pooling="first_token", hidden_layers=1, seed=0):
+  """A tiny task model whose adapters and head (not LayerNorms) are random, far from init."""
+  keras.utils.set_random_seed(seed)
+  bert = adapted_bert.AdaptedBert(
+      handle, adapter_config=adapter_config.AdapterConfig(
+          reduction_factor=4, activation="swish", leave_out=(1,), **options),
+      adapter_name="task")
+  model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
+                                      hidden_activation="tanh")
+  norms = {id(v) for k, v in bert.adapter_weights().items() if adapter_set.is_base_layer_norm(k)}
+  rng = np.random.default_rng(seed)
+  for variable in model.trainable_variables:
+    if id(variable) not in norms:
+      variable.assign(rng.normal(scale=0.3, size=variable.shape))
+  return model
+
+
+def tiny_inputs():
+  ids = tf.constant([[2, 5, 7, 9, 3, 0], [2, 11, 3, 0, 0, 0]])
+  return dict(input_word_ids=ids, input_mask=tf.cast(ids > 0, tf.int32),
+              input_type_ids=tf.zeros_like(ids))
+
+
+class FixtureTest(tf.test.TestCase, parameterized.TestCase):
+  """AdapterHub's own artifacts on the embedded default base."""
+
+  @parameterized.named_parameters(("houlsby", "houlsby"), ("pfeiffer", "pfeiffer"))
+  def test_reproduces_adapterhubs_logits(self, fixture):
+    model = adapterhub.load_adapterhub(os.path.join(FIXTURES, fixture))
+    inputs, expected = reference_inputs(fixture)
+    logits = model(inputs, training=False)
+    self.assertLess(np.abs(logits.numpy() - expected).max(), TOLERANCE)
+    self.assertEqual(model.head_config.label_names, ("LABEL_0", "LABEL_1", "LABEL_2"))
+    if fixture == "houlsby":
+      self.re_export_writes_adapterhubs_files(model, fixture)
+
+  def re_export_writes_adapterhubs_files(self, model, fixture):
+    """Saving the imported model writes AdapterHub's tensors (names, layouts, values) and its
+    config values: the export is what AdapterHub itself wrote."""
+    directory = adapterhub.save_adapterhub(
+        model, os.path.join(self.create_tempdir().full_path, "out"))
+    original = os.path.join(FIXTURES, fixture)
+    for filename in (adapterhub.WEIGHTS_FILE, adapterhub.HEAD_WEIGHTS_FILE):
+      ours = safetensors_numpy.load_file(os.path.join(directory, filename))
+      theirs = safetensors_numpy.load_file(os.path.join(original, filename))
+      self.assertCountEqual(ours, theirs)
+      for key, value in theirs.items():
+        self.assertAllEqual(ours[key], value, msg=key)
+    for filename in (adapterhub.CONFIG_FILE, adapterhub.HEAD_CONFIG_FILE):
+      with open(os.path.join(directory, filename), encoding="utf-8") as file:
+        ours = json.load(file)
+      with open(os.path.join(original, filename), encoding="utf-8") as file:
+        theirs = json.load(file)
+      if filename == adapterhub.HEAD_CONFIG_FILE:
+        # AdapterHub's null dropout_prob is the base's hidden dropout, 0.1.
+        theirs["config"]["dropout_prob"] = 0.1
+      self.assertEqual(ours, theirs)
+
+
+class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
+  """Export then import, on a tiny random base."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.handle = hub_testing.tiny_hub_handle()
+
+  @parameterized.named_parameters(*testing.PLACEMENT_VARIANTS.items())
+  def test_export_then_import_gives_the_same_model(self, options):
+    model = random_task_model(self.handle, options, pooling="cls")
+    directory = adapterhub.save_adapterhub(
+        model, os.path.join(self.create_tempdir().full_path, "ah"), model_name="tiny-bert")
+    loaded = adapterhub.load_adapterhub(directory, base_handle=self.handle)
+    self.assertAllClose(loaded(tiny_inputs()), model(tiny_inputs()), atol=1e-6, rtol=0)
+    bert = [m for m in loaded.submodules if isinstance(m, adapted_bert.AdaptedBert)][0]
+    self.assertEqual(bert.adapter_configs["task"].adapter_options(),
+                     {**adapter_config.AdapterConfig().adapter_options(), **options})
+
+  def test_changed_layer_norms_are_refused_or_written_beside(self):
+    model = random_task_model(self.handle, {})
+    bert = [m for m in model.submodules if isinstance(m, adapted_bert.AdaptedBert)][0]
+    norm = bert.adapter_weights()["transformer/layer_0/output_layer_norm/gamma"]
+    norm.assign(norm + 0.5)
+    directory = os.path.join(self.create_tempdir().full_path, "ah")
+    with self.assertRaisesRegex(adapterhub.AdapterHubError,
+                                "LayerNorm.*output_layer_norm.*layer_norms='file'"):
+      adapterhub.save_adapterhub(model, directory, model_name="tiny-bert")
+    self.assertFalse(os.path.exists(directory))
+    adapterhub.save_adapterhub(model, directory, model_name="tiny-bert", layer_norms="file")
+    norms = safetensors_numpy.load_file(os.path.join(directory, adapterhub.LAYER_NORMS_FILE))
+    self.assertAllEqual(norms["bert.encoder.layer.0.output.LayerNorm.weight"], norm.numpy())
+    self.assertIn("bert.embeddings.LayerNorm.bias", norms)
+    self.assertTrue(os.path.isfile(os.path.join(directory, adapterhub.LAYER_NORMS_README)))
+
+  def test_models_without_an_adapterhub_equivalent_are_refused(self):
+    directory = os.path.join(self.create_tempdir().full_path, "ah")
+    with self.assertRaisesRegex(adapterhub.AdapterHubError, "first token.*pooling"):
+      adapterhub.save_adapterhub(random_task_model(self.handle, {}, pooling="mean"), directory,
+                                 model_name="tiny-bert")
+    full = classifier.build_classifier(
+        adapted_bert.AdaptedBert(self.handle, adapter_size=None, tuning="full"), 2)
+    with self.assertRaisesRegex(adapterhub.AdapterHubError, "tuning='full'"):
+      adapterhub.save_adapterhub(full, directory, model_name="tiny-bert")
+
+
+class BadInputTest(tf.test.TestCase, parameterized.TestCase):
+  """Each artifact AdapterHub can write but this library cannot run is one clear error."""
+
+  def _copy(self, edit_config=None, files=()):
+    directory = os.path.join(self.create_tempdir().full_path, "copy")
+    shutil.copytree(os.path.join(FIXTURES, "pfeiffer"), directory)
+    if edit_config:
+      path = os.path.join(directory, adapterhub.CONFIG_FILE)
+      with open(path, encoding="utf-8") as file:
+        meta = json.load(file)
+      edit_config(meta)
+      with open(path, "w", encoding="utf-8") as file:
+        json.dump(meta, file)
+    for name in files:
+      with open(os.path.join(directory, name), "wb") as file:
+        file.write(b"\x80\x04pickle")
+    return directory
+
+  def test_pickled_weights_are_refused_naming_safetensors(self):
+    directory = self._copy(files=["pytorch_adapter.bin"])
+    os.remove(os.path.join(directory, adapterhub.WEIGHTS_FILE))
+    with self.assertRaisesRegex(adapterhub.AdapterHubError,
+                                r"pickled \['pytorch_adapter.bin'\].*use_safetensors=True"):
+      adapterhub.load_adapterhub(directory, base_handle=hub_testing.tiny_hub_handle())
+
+  @parameterized.named_parameters(
+      ("compacter", lambda m: m["config"].update(phm_layer=True), "phm_layer=True"),
+      ("invertible", lambda m: m["config"].update(inv_adapter="nice"), "inv_adapter='nice'"),
+      ("lora", lambda m: m.update(config=dict(architecture="lora", r=8, alpha=8)), "'lora'"),
+      ("prefix", lambda m: m.update(config=dict(architecture="prefix_tuning")),
+       "'prefix_tuning'"),
+      ("learned_scaling", lambda m: m["config"].update(scaling="learned"), "scaling='learned'"),
+      ("activation", lambda m: m["config"].update(non_linearity="leakyrelu"), "leakyrelu"),
+      ("other_model", lambda m: m.update(model_type="roberta"), "'roberta'"),
+      ("wider_base", lambda m: m.update(hidden_size=768), "hidden size 768"))
+  def test_unsupported_options_are_named(self, edit, message):
+    directory = self._copy(edit)
+    with self.assertRaisesRegex(adapterhub.AdapterHubError, message):
+      adapterhub.load_adapterhub(directory, base_handle=hub_testing.tiny_hub_handle())
+
+  def test_fusion_and_missing_head_are_named(self):
+    directory = self._copy()
+    with open(os.path.join(directory, "adapter_fusion_config.json"), "w") as file:
+      file.write("{}")
+    with self.assertRaisesRegex(adapterhub.AdapterHubError, "AdapterFusion"):
+      adapterhub.load_adapterhub(directory)
+    directory = self._copy()
+    os.remove(os.path.join(directory, adapterhub.HEAD_CONFIG_FILE))
+    with self.assertRaisesRegex(adapterhub.AdapterHubError, "with_head=True"):
+      adapterhub.load_adapterhub(directory)
+
+
+if __name__ == "__main__":
+  tf.test.main()
