@@ -34,6 +34,7 @@ from absl import app
 from absl import flags
 from absl import logging as absl_logging
 
+from experiments import interruption
 from keras_adapters.utils import errors
 
 flags.DEFINE_bool("verbose", False,
@@ -77,7 +78,7 @@ def _run_main(main, argv):
   if not FLAGS.verbose:
     _show_only_our_logs()
   try:
-    return main(argv)
+    return interruption.call(main, argv)  # Ctrl-C and SIGTERM: one line, no traceback.
   except Exception as error:  # pylint: disable=broad-except
     if FLAGS.verbose:
       raise

@@ -77,6 +77,9 @@ def main(argv):
   model_dir = FLAGS.model_dir or os.path.join("runs", "automl", task_flags.task_name())
   spec, splits = task_flags.load_splits(model_dir, FLAGS.max_train_examples)
   results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
+  # Before anything is written there: a table of other data is never replaced or mixed into.
+  identity = method_comparison.table_identity(spec, splits)
+  method_comparison.check_results_dir(results_dir, identity)
   print(f"{spec.name}: {', '.join(f'{k} {len(v):,}' for k, v in splits.items())} examples; "
         f"classes {list(spec.label_names)}", flush=True)
   rows = []
@@ -99,9 +102,7 @@ def main(argv):
           f"validation {100 * final['validation'][metric]:.2f} after retraining, test "
           f"{100 * final['test'][metric]:.2f}; exported to {final['export_dir']}", flush=True)
   rows.sort(key=lambda row: _METHODS.index(row["method"]))
-  summary = method_comparison.merge_rows(
-      results_dir, rows, task=spec.name, metric=spec.metrics[0], eval_split="test",
-      eval_examples=len(splits["test"]))
+  summary = method_comparison.merge_rows(results_dir, rows, **identity)
   print(method_comparison.markdown_table(summary))
   print(f"Written: {results_dir}/comparison.json and comparison.md")
 

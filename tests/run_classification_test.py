@@ -21,6 +21,7 @@ import tensorflow as tf
 from experiments import run_classification
 from keras_adapters.hub import testing
 from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.training import method_comparison
 
 FLAGS = flags.FLAGS
 _SEQ_LENGTH = 16
@@ -195,6 +196,34 @@ class RunClassificationTest(tf.test.TestCase):
     self.assertIn("| layer_norm | 2 |", table)
     self.assertIn(table, output)
     self.assertIn(f"Written: {results_dir}/comparison.json", output)
+
+  def test_own_data_named_like_a_task_never_touches_its_committed_table(self):
+    """The issue's case: `--data_path=<my own>/airline.csv --methods=adapters --seeds=0`
+    would write into results/airline/ (the file's stem). Refused before any run trains,
+    naming results_dir; the committed table stays byte for byte."""
+    cwd = self._new_dir()
+    committed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "results", "airline", "comparison.json")
+    table = os.path.join(cwd, "results", "airline", "comparison.json")
+    os.makedirs(os.path.dirname(table))
+    shutil.copyfile(committed, table)
+    data_path = _write_csv(os.path.join(self._new_dir(), "airline.csv"), _rows())
+    argv = self._argv(os.path.join(cwd, "runs"), os.path.join(cwd, "split.json"),
+                      data_path=data_path, methods="adapters", seeds="0")
+    argv.remove(next(arg for arg in argv if arg.startswith("--results_dir=")))
+    previous = os.getcwd()
+    os.chdir(cwd)
+    try:
+      with self.assertRaisesRegex(method_comparison.ResultsTableError,
+                                  r"results/airline/comparison.json holds results of other "
+                                  r"data or another budget \(.*eval_examples=1463 there, 3 now"
+                                  r".*results_dir="):
+        self._main(argv)
+    finally:
+      os.chdir(previous)
+    self.assertFalse(os.path.exists(os.path.join(cwd, "runs", "adapters-seed0")))
+    with open(committed, "rb") as original, open(table, "rb") as copy:
+      self.assertEqual(copy.read(), original.read())
 
   def test_missing_file(self):
     """A --data_path that does not exist is a FileNotFoundError naming it."""

@@ -38,6 +38,7 @@ from keras_adapters.training import distribution
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import run_lock
 
 TASK = "squad_v1.1"
 RESULTS_FILE = "results.json"
@@ -159,6 +160,7 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
 
   Raises:
     task_runner.RunSettingsError: `model_dir` holds a run with other settings.
+    run_lock.ModelDirBusyError: Another run is using `model_dir`.
     ValueError: A setting the base or the preprocessing model cannot serve; the message
       names the argument.
   """
@@ -175,6 +177,17 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
     atomic_io.make_writable_dir(export_dir, "export_dir")
 
   strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
+  # One run per folder, held by the chief, as in `task_runner.run_task`.
+  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint):
+    return _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cache_dir,
+                              export_dir, progress_bar, strategy, tokenizer, train_ids,
+                              definition)
+
+
+def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cache_dir,
+                       export_dir, progress_bar, strategy, tokenizer, train_ids, definition):
+  """`run_squad` once everything is checked and `model_dir` is this run's."""
+  settings = squad_config.window_settings(config.max_seq_length)
   is_chief = strategy.extended.should_checkpoint
   if is_chief:
     atomic_io.remove_leftovers(model_dir)

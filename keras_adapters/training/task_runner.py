@@ -41,6 +41,7 @@ from keras_adapters.training import distribution
 from keras_adapters.training import optimization
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import run_lock
 
 RESULTS_FILE = "results.json"
 RUN_FILE = "run.json"
@@ -165,10 +166,12 @@ def run_task(spec: examples_lib.TaskSpec,
 
   Raises:
     RunSettingsError: `model_dir` holds a run with other settings.
+    run_lock.ModelDirBusyError: Another run is using `model_dir`.
     ValueError: Bad data (no training split, one class, labels out of range), a base that
       cannot serve `config` (`max_seq_length`, vocabulary), or a preprocessing model that is
       none; the message names the argument.
     PermissionError: `model_dir` or `export_dir` cannot be written.
+    trainer_lib.TrainingInterrupted: SIGTERM or Ctrl-C stopped training (at a checkpoint).
   """
   check_splits(spec, splits)
   # First: a multi-worker cluster or a TPU is set up before TensorFlow runs anything.
@@ -183,7 +186,16 @@ def run_task(spec: examples_lib.TaskSpec,
   if export_dir:
     _check_export_dir(export_dir)
   atomic_io.make_writable_dir(model_dir, "model_dir")
+  # One run per folder: a second one would resume from this one's checkpoints, and both
+  # would write them. Only the chief writes model_dir, so only the chief holds it.
+  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint):
+    return _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar,
+                              strategy, preprocessor, definition)
 
+
+def _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar, strategy,
+                       preprocessor, definition):
+  """`run_task` once everything is checked and `model_dir` is this run's."""
   is_chief = strategy.extended.should_checkpoint
   results_path = os.path.join(model_dir, RESULTS_FILE)
   if is_chief:

@@ -8,6 +8,7 @@ preprocessing SavedModel built from its vocab, so every text is made of real tok
 import json
 import os
 import shutil
+import socket
 from unittest import mock
 
 from absl.testing import parameterized
@@ -23,6 +24,7 @@ from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.training import task_runner
 from keras_adapters.training import testing as training_testing
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import run_lock
 
 _SEQ_LENGTH = training_testing.SEQ_LENGTH
 _LABEL_NAMES = training_testing.LABEL_NAMES
@@ -57,6 +59,12 @@ class _NoTrainer:
 
   def __init__(self, *args, **kwargs):
     raise AssertionError("run_task trained although the run had finished.")
+
+
+def _hold_by_another_process(model_dir):
+  """Writes model_dir's lock as a live process of this host (the test's parent) holds it."""
+  with open(os.path.join(model_dir, run_lock.LOCK_FILE), "w", encoding="utf-8") as f:
+    json.dump(dict(host=socket.gethostname(), pid=os.getppid(), token="theirs"), f)
 
 
 class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
@@ -184,6 +192,20 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
       again = task_runner.run_task(self.spec, dict(train=self.splits["train"]),
                                    self.config, self.model_dir, progress_bar=False)
     self.assertEqual(again, json.loads(json.dumps(self.results)))
+
+  def test_a_busy_model_dir_is_refused_naming_its_run(self):
+    """While another run holds model_dir, a second one with the same settings is refused
+    before it builds anything; the finished run left no lock."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self.model_dir, model_dir)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE)))
+    _hold_by_another_process(model_dir)
+    with mock.patch.object(trainer_lib.Trainer, "_build",
+                           side_effect=AssertionError("built a model")):
+      with self.assertRaisesRegex(run_lock.ModelDirBusyError,
+                                  rf"in use by another run \(process {os.getppid()} "):
+        task_runner.run_task(self.spec, self.splits, self.config, model_dir,
+                             progress_bar=False)
 
   def test_trained_run_without_results_restores_the_checkpoint(self):
     """If training finished but results.json was never written, run_task trains no step,

@@ -23,6 +23,13 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
 * a latest checkpoint that cannot be read (a write cut short) is skipped with a warning, and
   training resumes from the one before it; what interrupted saves left behind
   (`ckpt-<step>_temp` folders, `*.tempstate*` and `checkpoint.tmp*` files) is deleted;
+* SIGTERM (what schedulers, GKE and Cloud TPU send before stopping a job) and Ctrl-C stop
+  training after the current step: its checkpoint is saved and `TrainingInterrupted` says
+  how to resume, so a stop loses at most the step under way. A second Ctrl-C stops at once.
+  (`tf.distribute.experimental.PreemptionCheckpointHandler` does not fit this loop: it adds
+  its own run counter to the checkpoint, numbers checkpoints by it and ends the process
+  itself. A multi-worker run keeps the signals' default: one worker alone stopping would
+  leave the others waiting in a collective; it resumes from its last periodic checkpoint);
 * progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`.
 
 With `MultiWorkerMirroredStrategy` on several workers (configured by `TF_CONFIG`), every
@@ -33,11 +40,14 @@ chief's checkpoints, so `model_dir` must be a path they all reach (a shared file
 `gs://` bucket).
 """
 
+import contextlib
 import dataclasses
 import json
 import math
 import numbers
 import os
+import signal
+import threading
 import time
 from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
 
@@ -73,6 +83,22 @@ EvalFn = Callable[[keras.Model], Mapping[str, float]]
 
 class TrainingDivergedError(RuntimeError):
   """The loss, the gradient or the weights became NaN or infinite, or exploded."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+  """SIGTERM or Ctrl-C stopped training after saving the current step's checkpoint.
+
+  A `KeyboardInterrupt`, so that code that handles Ctrl-C handles it too.
+
+  Attributes:
+    exit_status: The shell's status for the signal: 128 + its number.
+  """
+
+  def __init__(self, signal_number: int, step: int, num_steps: int, checkpoint: str):
+    super().__init__(
+        f"Stopped by {signal.Signals(signal_number).name} at step {step} of {num_steps}, "
+        f"saved in {checkpoint}: rerun the same command to resume from it.")
+    self.exit_status = 128 + signal_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +266,10 @@ class Trainer:
     self._build()
     start_step = self._restore()
     try:
-      result = self._train_loop(start_step)
+      # One worker of several must not stop alone (see the module docstring).
+      with _stop_requests(enabled=not isinstance(
+          self._strategy, tf.distribute.MultiWorkerMirroredStrategy)) as stop:
+        result = self._train_loop(start_step, stop)
     finally:
       for writer in self._writers.values():
         writer.close()
@@ -458,8 +487,9 @@ class Trainer:
                                     experimental_aggregate_gradients=False)
     return loss, grad_norm, num_examples
 
-  def _train_loop(self, start_step: int) -> TrainResult:
-    """Trains from `start_step` to the end; saves, evaluates and logs on the way."""
+  def _train_loop(self, start_step: int, stop: list) -> TrainResult:
+    """Trains from `start_step` to the end; saves, evaluates and logs on the way; stops
+    after the step under way when `stop` holds a signal's number."""
     num_steps = self._num_train_steps
     progbar = keras.utils.Progbar(num_steps, verbose=int(self._progress_bar and self._is_chief),
                                   stateful_metrics=["loss", "learning_rate"])
@@ -503,6 +533,8 @@ class Trainer:
         self._save(step)
       if step < num_steps and self._eval_every_steps and step % self._eval_every_steps == 0:
         self._evaluate(step)
+      if stop and step < num_steps:
+        self._stop(step, stop[0], progbar)
     if start_step < num_steps:
       self._save(num_steps)
     eval_metrics = self._evaluate(num_steps) if self._eval_fn else {}
@@ -523,6 +555,16 @@ class Trainer:
       self._diverged(step, f"the update left the trainable weights with global norm {norm:.4g} "
                      f"(they started at {start_norm:.4g})")
     logging.debug("Saved %s.", self._manager.save(checkpoint_number=step))
+
+  def _stop(self, step: int, signal_number: int, progbar: keras.utils.Progbar):
+    """Saves `step` (unless its checkpoint is there) and raises `TrainingInterrupted`."""
+    latest = self._manager.latest_checkpoint
+    if latest is None or _checkpoint_step(latest) != step:
+      self._save(step)
+    progbar.update(step, finalize=True)  # Ends the bar's line before the message.
+    raise TrainingInterrupted(signal_number, step, self._num_train_steps,
+                              os.path.join(self._model_dir,
+                                           os.path.basename(self._manager.latest_checkpoint)))
 
   def _weight_norm(self) -> float:
     return float(tf.linalg.global_norm(self.model.trainable_variables))
@@ -565,6 +607,35 @@ def _loss_problem(loss: float, grads_finite: bool,
     return (f"loss {loss:.4g}, over {LOSS_EXPLOSION_FACTOR:g} times the {reference:.4g} of "
             f"step {first_step}")
   return None
+
+
+@contextlib.contextmanager
+def _stop_requests(enabled: bool = True):
+  """Yields a list that SIGTERM and a first Ctrl-C append their number to, instead of ending
+  the process; a second Ctrl-C raises `KeyboardInterrupt` at once. The handlers before are
+  restored at the end. Signals are only handled in the main thread: elsewhere, and when not
+  `enabled`, nothing changes."""
+  requests = []
+  if not enabled or threading.current_thread() is not threading.main_thread():
+    yield requests
+    return
+
+  def request_stop(signal_number, frame):
+    del frame
+    if requests and signal_number == signal.SIGINT:
+      raise KeyboardInterrupt
+    requests.append(signal_number)
+    if signal_number == signal.SIGINT:  # Someone waits at the terminal: say it is heard.
+      logging.warning("Ctrl-C: stopping after this step, once its checkpoint is saved "
+                      "(Ctrl-C again stops at once).")
+
+  previous = {number: signal.signal(number, request_stop)
+              for number in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    yield requests
+  finally:
+    for number, handler in previous.items():
+      signal.signal(number, handler)
 
 
 def _checkpoint_step(path: str) -> int:

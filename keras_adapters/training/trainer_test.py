@@ -171,6 +171,30 @@ class TrainerTest(tf.test.TestCase):
     self.assertEqual((result.start_step, result.step), (6, _NUM_STEPS))
     self.assertSameWeights(resumed.model, self._reference.model, atol=1e-6)
 
+  def test_sigterm_or_ctrl_c_saves_the_current_step_and_resumes_from_it(self):
+    """A signal during step 4 stops after it with ckpt-4 (between the periodic checkpoints of
+    steps 3 and 6) and a message naming it; a rerun resumes at step 4 and ends with the
+    weights of an uninterrupted run. The handlers before training are back afterwards."""
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+      with self.subTest(signal=signal_number.name):
+        model_dir = self.create_tempdir().full_path
+        def eval_fn(model, signal_number=signal_number):
+          del model
+          os.kill(os.getpid(), signal_number)
+          return {}
+        before = signal.getsignal(signal_number)
+        with self.assertRaisesRegex(
+            trainer.TrainingInterrupted,
+            rf"^Stopped by {signal_number.name} at step 4 of {_NUM_STEPS}, saved in "
+            rf"{model_dir}/ckpt-4: rerun the same command to resume from it.$") as stop:
+          _make_trainer(model_dir, eval_fn=eval_fn, eval_every_steps=4).train()
+        self.assertEqual(stop.exception.exit_status, 128 + signal_number)
+        self.assertIs(signal.getsignal(signal_number), before)
+        self.assertEqual(os.path.basename(tf.train.latest_checkpoint(model_dir)), "ckpt-4")
+        resumed = _make_trainer(model_dir)
+        self.assertEqual(resumed.train().start_step, 4)
+        self.assertSameWeights(resumed.model, self._reference.model, atol=1e-6)
+
   def test_a_finished_run_is_not_trained_again(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     shutil.copytree(self._reference_dir, model_dir)
