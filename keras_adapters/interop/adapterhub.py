@@ -110,6 +110,9 @@ def load_adapterhub(directory, base_handle=None):
     raise AdapterHubError(f"{directory!r} holds an AdapterFusion ({_FUSION_FILE}); fusion is "
                           "not supported here: save and convert the single adapters.")
   name = meta.get("name")
+  if not isinstance(name, str) or not name:
+    raise AdapterHubError(f"{os.path.join(directory, CONFIG_FILE)!r} records no adapter name; "
+                          "its tensors are named after it. Re-save the adapter with adapters 1.x.")
   config = adapter_config_from_adapterhub(meta)
   tensors = _read_tensors(directory, WEIGHTS_FILE)
   handle = _base_handle(meta, base_handle, directory)
@@ -316,7 +319,8 @@ def _head_from_adapterhub(head_meta, directory):
       num_classes=num_labels,
       pooling="cls" if head.get("use_pooler") else "first_token",
       dropout_rate=0.1 if head.get("dropout_prob") is None else head["dropout_prob"],
-      label_names=tuple(labels) if len(labels) == num_labels else None,
+      # One logit is AdapterHub's regression head: no class names.
+      label_names=tuple(labels) if len(labels) == num_labels > 1 else None,
       hidden_layers=head["layers"] - 1, hidden_activation=activation)
 
 

@@ -9,6 +9,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import testing
 
 _HIDDEN = 16
 
@@ -66,6 +67,23 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     rebuilt = keras.layers.deserialize(keras.layers.serialize(block))
     self.assertIsInstance(rebuilt, adapted_transformer_block.AdaptedTransformerBlock)
     self.assertEqual(rebuilt.get_config(), config)
+
+  @parameterized.named_parameters(*testing.PLACEMENT_VARIANTS.items())
+  def test_placements_rebuild_from_config_with_their_adapters(self, options):
+    """Each placement: its adapters where it puts them, named as the Hub layout expects, and
+    from_config(get_config()) rebuilds a block that computes the same."""
+    block = _block(adapter_size=3, adapter_options=options)
+    x = _inputs()
+    block(x)
+    _randomize(block)
+    placed = {"attention_adapter": options.get("mh_adapter", True),
+              "feedforward_adapter": options.get("output_adapter", True)}
+    self.assertEqual({a.name for a in block.adapters}, {n for n, on in placed.items() if on})
+    self.assertIn("block/self_attention_layer_norm/gamma:0", [w.name for w in block.weights])
+    rebuilt = adapted_transformer_block.AdaptedTransformerBlock.from_config(block.get_config())
+    rebuilt(x)
+    rebuilt.set_weights(block.get_weights())
+    self.assertAllClose(rebuilt(x), block(x), atol=1e-6)
 
   def test_no_adapter_weights_without_adapter_size(self):
     """adapter_size=None builds a plain BERT block: no adapters, no adapter variables."""
