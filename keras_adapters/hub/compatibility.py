@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
+import tensorflow_text as tf_text
 
 from keras_adapters.hub import saved_model_facts
 
@@ -109,20 +110,29 @@ def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]]
 
 def _check_same_tokenizer(preprocessor, encoder_tokenizer, name):
   """Refuses a preprocessor whose vocabulary or casing is not the encoder's own."""
-  assets = saved_model_facts.asset_paths(preprocessor)
-  digests = {saved_model_facts.vocabulary_digest(path, encoder_tokenizer.kind): path
-             for path in assets}
-  if encoder_tokenizer.digest not in digests:
+  words = _vocabulary_words(encoder_tokenizer)
+  if encoder_tokenizer.kind == "wordpiece":
+    assets = saved_model_facts.asset_paths(preprocessor)
+    same = encoder_tokenizer.digest in {
+        saved_model_facts.vocabulary_digest(path, "wordpiece") for path in assets}
+  else:
+    # A SentencePiece preprocessor holds its model inside the graph, not as an asset: the
+    # encoder's model must give the same ids for the encoder's own pieces.
+    same = np.array_equal(_ids(preprocessor.tokenize, words),
+                          _ids(_sentencepiece(encoder_tokenizer.path).tokenize, words))
+  if not same:
     raise ValueError(
-        f"{name} tokenizes with another vocabulary ({assets or 'none recorded'}) than the "
-        f"encoder's own {encoder_tokenizer.kind} vocabulary ({encoder_tokenizer.path}): its "
-        "token ids would mean other words to the encoder. Pass the preprocessing model that "
-        "comes with the encoder, or build one from its vocab "
+        f"{name} tokenizes with another vocabulary than the encoder's own "
+        f"{encoder_tokenizer.kind} vocabulary ({encoder_tokenizer.path}): its token ids would "
+        "mean other words to the encoder. Pass the preprocessing model that comes with the "
+        "encoder, or build one from its vocab "
         "(official.nlp.tools.export_tfhub_lib.export_preprocessing).")
-  if encoder_tokenizer.lower_case is None:
+  if encoder_tokenizer.lower_case is None or not words:
     return
-  lower_case = _lower_cases(preprocessor, encoder_tokenizer)
-  if lower_case is not None and lower_case != encoder_tokenizer.lower_case:
+  # Words of the vocabulary, upper-cased, come back as the same ids only if it lower-cases.
+  lower_case = np.array_equal(_ids(preprocessor.tokenize, words),
+                              _ids(preprocessor.tokenize, [w.upper() for w in words]))
+  if lower_case != encoder_tokenizer.lower_case:
     said = {True: "lower-cases (uncased)", False: "keeps case (cased)"}
     raise ValueError(
         f"{name} {said[lower_case]} but the encoder was trained "
@@ -131,15 +141,23 @@ def _check_same_tokenizer(preprocessor, encoder_tokenizer, name):
         f"Pass a preprocessing model built with do_lower_case={encoder_tokenizer.lower_case}.")
 
 
-def _lower_cases(preprocessor, encoder_tokenizer):
-  """Whether the preprocessor lower-cases, told by tokenizing vocabulary words in upper case;
-  `None` when the vocabulary has no lower-case word to try."""
+def _vocabulary_words(encoder_tokenizer, count=50):
+  """Up to `count` whole lower-case words of the encoder's vocabulary, to tokenize."""
   if encoder_tokenizer.kind == "wordpiece":
-    words = [token for token in saved_model_facts.wordpiece_tokens(encoder_tokenizer.path)
-             if token.isalnum() and token.islower()][:5]
+    tokens = saved_model_facts.wordpiece_tokens(encoder_tokenizer.path)
   else:
-    words = ["hello", "world", "language"]
-  if not words:
-    return None
-  tokenize = lambda texts: preprocessor.tokenize(tf.constant(texts)).flat_values.numpy()
-  return bool(np.array_equal(tokenize(words), tokenize([w.upper() for w in words])))
+    model = _sentencepiece(encoder_tokenizer.path)
+    tokens = [model.id_to_string(i).numpy().decode().lstrip("\u2581")
+              for i in range(int(model.vocab_size()))]
+  return [token for token in tokens if token.isalnum() and token.islower()][:count]
+
+
+def _sentencepiece(path):
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return tf_text.SentencepieceTokenizer(model=f.read())
+
+
+def _ids(tokenize, words):
+  """The token ids of `words`, one text each, flattened."""
+  tokens = tokenize(tf.constant(words))
+  return (tokens.flat_values if isinstance(tokens, tf.RaggedTensor) else tokens).numpy()

@@ -1,11 +1,16 @@
 """Tests for the up-front checks of a sequence length and a preprocessing model against a base
 encoder's configuration."""
 
+import os
 import types
 
 import tensorflow as tf
 
+from official.nlp.tools import export_tfhub_lib
+
 from keras_adapters.hub import compatibility
+from keras_adapters.hub import hub_encoder
+from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
 _CONFIG = dict(max_sequence_length=32, vocab_size=64)
@@ -54,6 +59,46 @@ class CompatibilityTest(tf.test.TestCase):
       compatibility.load_preprocessor("/nowhere")
     with self.assertRaisesRegex(ValueError, "vocab='.*' cannot be loaded as a SavedModel"):
       compatibility.load_preprocessor(self.create_tempdir().full_path, argument="vocab")
+
+  def test_preprocessor_must_share_the_encoders_vocabulary_and_casing(self):
+    """Genuine preprocessing exports: the encoder's own passes; another casing or another
+    vocabulary is refused naming it, not trained into a silently weaker model."""
+    base = hub_encoder.read_hub_encoder(testing.tiny_hub_handle())
+    self.assertTrue(base.tokenizer.lower_case)
+    compatibility.check_preprocessor(testing.tiny_preprocessor(), base.config,
+                                     encoder_tokenizer=base.tokenizer)
+    root = self.create_tempdir().full_path
+    cased = compatibility.load_preprocessor(preprocessing.build_preprocessing_savedmodel(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "cased"),
+        lower_case=False))
+    with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was trained "
+                                r"uncased \(do_lower_case=True\).*do_lower_case=True"):
+      compatibility.check_preprocessor(cased, base.config, encoder_tokenizer=base.tokenizer)
+    other_vocab = os.path.join(root, "other_vocab.txt")
+    with open(other_vocab, "w", encoding="utf-8") as f:
+      f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"v{i}" for i in range(60)]))
+    other = compatibility.load_preprocessor(preprocessing.build_preprocessing_savedmodel(
+        other_vocab, os.path.join(root, "other")))
+    with self.assertRaisesRegex(ValueError, r"tokenizes with another vocabulary.*than the "
+                                r"encoder's own wordpiece vocabulary"):
+      compatibility.check_preprocessor(other, base.config, encoder_tokenizer=base.tokenizer)
+
+  def test_sentencepiece_preprocessor_of_a_sentencepiece_encoder(self):
+    """The Model Garden's SentencePiece variants pair up; one of another model is refused."""
+    encoder, preprocess = testing.tiny_sentencepiece_handles()
+    base = hub_encoder.read_hub_encoder(encoder)
+    self.assertEqual(base.tokenizer.kind, "sentencepiece")
+    compatibility.check_preprocessor(compatibility.load_preprocessor(preprocess), base.config,
+                                     encoder_tokenizer=base.tokenizer)
+    root = self.create_tempdir().full_path
+    export_tfhub_lib.export_preprocessing(
+        os.path.join(root, "other"), do_lower_case=True, tokenize_with_offsets=False,
+        sp_model_file=testing.save_tiny_sentencepiece(root, testing.TINY_WORDS[39::-1]),
+        default_seq_length=16, experimental_disable_assert=True)
+    with self.assertRaisesRegex(ValueError, "another vocabulary.*own sentencepiece"):
+      compatibility.check_preprocessor(
+          compatibility.load_preprocessor(os.path.join(root, "other")), base.config,
+          encoder_tokenizer=base.tokenizer)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,17 @@
 """Tests for reading TF Hub BERT encoders and copying their weights."""
 
+import hashlib
 import os
+import shutil
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
+from official.nlp.configs import encoders
+
 from keras_adapters.hub import hub_encoder
+from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import testing
 from keras_adapters.networks import adapted_bert_encoder
 
@@ -50,13 +56,65 @@ class HubEncoderTest(tf.test.TestCase):
       hub_encoder.read_hub_encoder(self.create_tempdir().full_path)
 
   def test_non_bert_savedmodel_is_a_clear_error(self):
-    """A SavedModel without BERT variables is refused as 'not a BERT encoder'."""
+    """A text-embedding module is refused as 'not a BERT encoder', naming what it holds and
+    what is supported."""
     module = tf.Module()
     module.table = tf.Variable(tf.zeros([3, 4]), name="embedding_table")
     path = self.create_tempdir().full_path
     tf.saved_model.save(module, path)
-    with self.assertRaisesRegex(hub_encoder.HubEncoderError, "not a BERT encoder"):
+    with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                r"not a BERT encoder.*variables start \['embedding_table'\].*"
+                                r"Supported: BERT-family encoders"):
       hub_encoder.read_hub_encoder(path)
+
+  def test_tf1_bert_names_are_refused_with_the_converter_named(self):
+    """An encoder without Model Garden names (a TF1 BERT's) is pointed at the converter."""
+    module = tf.Module()
+    module.word = tf.Variable(tf.zeros([8, 4]), name="bert/embeddings/word_embeddings")
+    path = self.create_tempdir().full_path
+    tf.saved_model.save(module, path)
+    with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                r"bert/embeddings/word_embeddings.*"
+                                r"tf2_bert_encoder_checkpoint_converter"):
+      hub_encoder.read_hub_encoder(path)
+
+  def test_a_preprocessing_model_is_named_as_such(self):
+    with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                r"is a BERT preprocessing model.*pass it as the preprocessing "
+                                r"handle"):
+      hub_encoder.read_hub_encoder(testing.tiny_preprocess_handle())
+
+  def test_albert_is_refused_as_sharing_one_layer(self):
+    """A genuine Model Garden ALBERT export: one layer shared across depth, named so."""
+    path = model_garden_export.export_encoder(
+        os.path.join(self.create_tempdir().full_path, "albert"),
+        encoder_config=encoders.EncoderConfig(type="albert", albert=encoders.AlbertEncoderConfig(
+            vocab_size=64, embedding_width=8, hidden_size=16, num_layers=2,
+            num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)),
+        sp_model_file=testing.save_tiny_sentencepiece(self.create_tempdir().full_path))
+    with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                r"ALBERT encoder: one Transformer layer shared across depth"):
+      hub_encoder.read_hub_encoder(path)
+
+  def test_a_tfhub_url_resolves_through_the_hub_cache_like_a_folder(self):
+    """A tfhub.dev or Kaggle handle takes the local-folder path once TF Hub's cache holds it:
+    nothing is downloaded (this machine has no network to do so)."""
+    cache = self.create_tempdir().full_path
+    for url in ("https://tfhub.dev/tensorflow/bert_en_uncased_L-2_H-128_A-2/2",
+                "https://www.kaggle.com/models/tensorflow/bert/TensorFlow2/"
+                "en-uncased-l-2-h-128-a-2/2"):
+      shutil.copytree(self.handle, os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+      with mock.patch.dict(os.environ, {"TFHUB_CACHE_DIR": cache}):
+        read = hub_encoder.read_hub_encoder(url)
+      self.assertEqual(read.fingerprint, self.hub_weights.fingerprint)
+      self.assertEqual(read.config, self.hub_weights.config)
+
+  def test_a_url_missing_from_the_cache_says_how_to_provide_it(self):
+    with mock.patch.dict(os.environ, {"TFHUB_CACHE_DIR": self.create_tempdir().full_path}), \
+         mock.patch("urllib.request.urlopen", side_effect=OSError("no network")):
+      with self.assertRaisesRegex(hub_encoder.HubEncoderError,
+                                  r"could not be downloaded.*TFHUB_CACHE_DIR"):
+        hub_encoder.read_hub_encoder("https://tfhub.dev/tensorflow/no_such_bert/1")
 
   def test_unused_hub_variable_is_named(self):
     """A Hub variable with no place in the rebuilt encoder is an error naming it."""

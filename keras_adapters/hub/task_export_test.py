@@ -61,6 +61,31 @@ class TaskExportTest(tf.test.TestCase):
         sentence1=tf.constant(first), sentence2=tf.constant(second))["scores"]
     self.assertAllClose(expected, served, atol=1e-6)
 
+  def test_sentencepiece_base_serves_strings(self):
+    """A Model Garden SentencePiece encoder and preprocessing model export and serve."""
+    encoder, preprocess = testing.tiny_sentencepiece_handles(_SEQ_LENGTH)
+    preprocessor = tf.saved_model.load(preprocess)
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(encoder, adapter_size=4), 2)
+    path = task_export.export_task(model, preprocessor, self.create_tempdir().full_path + "/t",
+                                   seq_length=_SEQ_LENGTH, label_names=["a", "b"])
+    texts = tf.constant(["w1 w2 w3", "w4 w39"])
+    inputs = preprocessor.bert_pack_inputs([preprocessor.tokenize(texts)], _SEQ_LENGTH)
+    served = tf.saved_model.load(path).signatures["serving_default"](text=texts)
+    self.assertAllClose(tf.nn.softmax(model(inputs, training=False)),
+                        served["probabilities"], atol=1e-6)
+
+  def test_a_preprocessor_of_another_casing_is_refused(self):
+    """The encoder carries do_lower_case=True; a cased preprocessor is named, not exported."""
+    root = self.create_tempdir().full_path
+    cased = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), root + "/cased",
+        lower_case=False))
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 2)
+    with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was "
+                                            r"trained uncased"):
+      task_export.export_task(model, cased, root + "/task", seq_length=_SEQ_LENGTH,
+                              label_names=["a", "b"])
+
   def test_three_text_fields_are_refused(self):
     """A task has one or two text inputs."""
     with self.assertRaisesRegex(ValueError, "one or two text fields"):

@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from official.legacy.bert import configs
+from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
@@ -67,11 +68,10 @@ def save_tiny_vocab(path):
   return path
 
 
-def save_tiny_sentencepiece(directory):
-  """Trains a SentencePiece word model on the first 40 tiny words, as the Model Garden's own
-  tests make one (`<pad>`, `<unk>`, `[CLS]`, `[SEP]`, the words, `<s>`, `</s>`: 46 ids, all
-  within `TINY_CONFIG`'s vocab); returns the `.model` path."""
-  words = TINY_WORDS[:40]
+def save_tiny_sentencepiece(directory, words=TINY_WORDS[:40]):
+  """Trains a SentencePiece word model on `words`, as the Model Garden's own tests make one
+  (`<pad>`, `<unk>`, `[CLS]`, `[SEP]`, the words in their order, `<s>`, `</s>`: 46 ids for the
+  default 40 words, all within `TINY_CONFIG`'s vocab); returns the `.model` path."""
   prefix = os.path.join(directory, "tiny_sp")
   with open(prefix + ".txt", "w", encoding="utf-8") as f:
     # Earlier words more often: SentencePiece orders its vocabulary by frequency.
@@ -104,6 +104,22 @@ def tiny_preprocess_handle(seq_length=16):
   return preprocessing.build_preprocessing_savedmodel(
       save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
       default_seq_length=seq_length)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_sentencepiece_handles(seq_length=16):
+  """(encoder, preprocessing model) handles of a tiny BERT with a SentencePiece model, both
+  exported by the Model Garden (`export_model`, `export_preprocessing`) once per process."""
+  root = _process_temp_dir("tiny_sentencepiece_")
+  sp_model = save_tiny_sentencepiece(root)
+  encoder = model_garden_export.export_encoder(
+      os.path.join(root, "encoder"), bert_config=tiny_bert_config(), sp_model_file=sp_model)
+  preprocess = os.path.join(root, "preprocess")
+  # SentencePiece tokenizers have no offsets, so the Model Garden exports them without.
+  export_tfhub_lib.export_preprocessing(
+      preprocess, sp_model_file=sp_model, do_lower_case=True, tokenize_with_offsets=False,
+      default_seq_length=seq_length, experimental_disable_assert=True)
+  return encoder, preprocess
 
 
 @functools.lru_cache(maxsize=None)
