@@ -34,8 +34,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+import harness
 import keras_adapters
-from bench import harness
 from keras_adapters.interop import adapterhub
 from keras_adapters.interop import adapterhub_test
 from keras_adapters.layers import adapter_set
