@@ -8,6 +8,7 @@ serving of converted placements runs on the tiny random encoder of
 
 import os
 
+from absl import app
 from absl import flags
 from absl.testing import flagsaver
 import numpy as np
@@ -78,7 +79,7 @@ class ConvertAdapterHubTest(tf.test.TestCase):
                         tf.nn.softmax(model(inputs, training=False)), atol=1e-5, rtol=0)
 
   def test_one_conversion_must_be_given(self):
-    with self.assertRaisesRegex(Exception, "Give one conversion"):
+    with self.assertRaisesRegex(app.UsageError, "Give one conversion"):
       _convert(from_adapterhub="somewhere")
 
 

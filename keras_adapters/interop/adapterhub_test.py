@@ -17,6 +17,7 @@ from keras_adapters.layers import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
+from keras_adapters.models import saving
 
 # Written by AdapterHub (`adapters` 1.3.0) itself on all-MiniLM-L6-v2; see testdata/README.md.
 FIXTURES = os.path.join(os.path.dirname(__file__), "testdata", "adapterhub")
@@ -101,14 +102,19 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*testing.PLACEMENT_VARIANTS.items())
   def test_export_then_import_gives_the_same_model(self, options):
+    """Through AdapterHub's format and through this library's artifacts, each placement
+    comes back with its options and its logits."""
     model = random_task_model(self.handle, options, pooling="cls")
-    directory = adapterhub.save_adapterhub(
-        model, os.path.join(self.create_tempdir().full_path, "ah"), model_name="tiny-bert")
+    root = self.create_tempdir().full_path
+    directory = adapterhub.save_adapterhub(model, os.path.join(root, "ah"),
+                                           model_name="tiny-bert")
     loaded = adapterhub.load_adapterhub(directory, base_handle=self.handle)
     self.assertAllClose(loaded(tiny_inputs()), model(tiny_inputs()), atol=1e-6, rtol=0)
     bert = [m for m in loaded.submodules if isinstance(m, adapted_bert.AdaptedBert)][0]
     self.assertEqual(bert.adapter_configs["task"].adapter_options(),
                      {**adapter_config.AdapterConfig().adapter_options(), **options})
+    rebuilt = saving.load_task_model(saving.save_adapters(loaded, os.path.join(root, "ours")))
+    self.assertAllClose(rebuilt(tiny_inputs()), model(tiny_inputs()), atol=1e-6, rtol=0)
 
   def test_changed_layer_norms_are_refused_or_written_beside(self):
     model = random_task_model(self.handle, {})
