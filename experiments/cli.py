@@ -18,7 +18,7 @@ Import this module before TensorFlow loads. `run(main)` replaces `absl.app.run(m
 """
 
 import ast
-import linecache
+import dis
 import logging
 import os
 import re
@@ -110,9 +110,11 @@ def _raised_by_this_project(error):
     return False
   while traceback.tb_next is not None:
     traceback = traceback.tb_next
-  filename = traceback.tb_frame.f_code.co_filename
-  return (os.path.abspath(filename).startswith(_OUR_ROOTS)
-          and linecache.getline(filename, traceback.tb_lineno).lstrip().startswith("raise"))
+  code = traceback.tb_frame.f_code
+  # The instruction that raised, not the source line: the file may have changed since.
+  return (os.path.abspath(code.co_filename).startswith(_OUR_ROOTS) and any(
+      instruction.offset == traceback.tb_lasti and instruction.opname == "RAISE_VARARGS"
+      for instruction in dis.get_instructions(code)))
 
 
 def _one_line(error, with_type=False):

@@ -1,5 +1,7 @@
 """Every CLI of experiments/ ends a user error with one line naming the flag, exit status 2;
-a failed run with one line and a hint, status 1; `--verbose` shows the traceback.
+a failed run with one line and a hint, status 1; a bug with one line, "this is a bug" and
+status 1; `--verbose` shows the traceback. Data as users export it (no header, the same
+column for texts and labels) and an unwritable model cache are usage errors naming the cause.
 
 The scripts run in subprocesses, as a user runs them, on the tiny random encoder and two
 small CSV files; several run at once. One run trains (3 steps); the reruns into its folder
@@ -12,20 +14,33 @@ import shutil
 import subprocess
 import sys
 
+from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
+from experiments import cli
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing as hub_testing
+from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.tasks import text_classification
 from keras_adapters.training import testing
+from keras_adapters.utils import errors
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Scripts whose main fails inside a library (numpy) or Python, as a bug of this project would.
+_BUGGY_SCRIPT = ("from experiments import cli; import numpy as np\n"
+                 "cli.run(lambda argv: np.zeros(2).reshape(3))")
+_SILENT_BUG_SCRIPT = "from experiments import cli\ncli.run(lambda argv: next(iter(())))"
 
 
-def _run(script, *args):
+def _run(script, *args, **env_overrides):
   # As a user's shell runs it: without the test process's TensorFlow log level.
   env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-  return subprocess.run([sys.executable, os.path.join("experiments", script), *args],
-                        cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
+  env.update(env_overrides)
+  command = ([sys.executable, os.path.join("experiments", script)] if script.endswith(".py")
+             else [sys.executable, "-c", script])
+  return subprocess.run([*command, *args], cwd=_REPO_ROOT, capture_output=True, text=True,
+                        check=False, env=env)
 
 
 class CliErrorsTest(tf.test.TestCase):
@@ -40,6 +55,10 @@ class CliErrorsTest(tf.test.TestCase):
         hub_testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
         os.path.join(root, "preprocess"), default_seq_length=testing.SEQ_LENGTH)
     reviews = testing.write_csv(os.path.join(root, "reviews.csv"))
+    headerless = os.path.join(root, "headerless.csv")
+    with open(reviews, encoding="utf-8") as source, open(headerless, "w",
+                                                         encoding="utf-8") as target:
+      target.write("".join(source.readlines()[1:]))
     topics = testing.write_csv(os.path.join(root, "topics.csv"), seed=1,
                                labels=("politics", "sport"))
     cls.model_flags = [f"--hub_handle={encoder}", f"--preprocess_handle={preprocess}",
@@ -75,6 +94,14 @@ class CliErrorsTest(tf.test.TestCase):
         squad=lambda: _run("run_squad.py", "--learning_rate=nan"),
         automl=lambda: _run("run_automl.py", "--max_train_examples=-5"),
         multitask=lambda: _run("export_multitask.py", "--tasks=reviews=/nowhere"),
+        no_tasks=lambda: _run("export_multitask.py", "--tasks="),
+        unknown_embeddings=lambda: _run("run_automl.py", "--embeddings=glove,use"),
+        headerless=lambda: classify("headerless", headerless),
+        same_columns=lambda: classify("same_columns", reviews, "--text_column=sentiment"),
+        unwritable_cache=lambda: _run("run_classification.py",
+                                      KERAS_ADAPTERS_CACHE="/sys/kernel/keras_adapters"),
+        bug=lambda: _run(_BUGGY_SCRIPT),
+        silent_bug=lambda: _run(_SILENT_BUG_SCRIPT),
         reruns=rerun_sequence)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
       futures = {name: pool.submit(command) for name, command in commands.items()}
@@ -111,6 +138,47 @@ class CliErrorsTest(tf.test.TestCase):
                             "export_multitask.py: error: No adapter artifact at '/nowhere': "
                             "adapter_config.json is missing. Pass a folder written by "
                             "save_adapters().")
+
+  def test_messages_name_the_real_cause(self):
+    self.assertOneLineError(self.results["no_tasks"], 2,
+                            "export_multitask.py: error: --tasks is empty: give the tasks to "
+                            "serve as name=artifact_folder pairs, e.g. "
+                            "--tasks=airline=runs/airline/export/adapters.")
+    self.assertOneLineError(self.results["unknown_embeddings"], 2,
+                            "run_automl.py: error: --embeddings=glove,use: unknown 'glove', "
+                            "'use'. Give built-in names (glove-6b-50d, use-multilingual-v3), TF "
+                            "Hub handles (URLs) or SavedModel folders.")
+    self.assertOneLineError(self.results["unwritable_cache"], 2,
+                            "run_classification.py: error: The model cache "
+                            "(KERAS_ADAPTERS_CACHE=/sys/kernel/keras_adapters) cannot be created "
+                            "or written to: the default base model is converted into it on first "
+                            "use. Set KERAS_ADAPTERS_CACHE to a folder you can write to (the "
+                            "README's set-up commands install the model's package there).")
+
+  def test_data_as_users_export_it_is_a_usage_error_naming_the_fix(self):
+    headerless = os.path.join(self.root, "headerless.csv")
+    self.assertOneLineError(self.results["headerless"], 2,
+                            f"run_classification.py: error: {headerless} has no header row: its "
+                            "first line looks like data ('bad' is also a value of that column "
+                            "in later rows). Add a first line naming the columns, e.g. "
+                            "'review,sentiment' (--text_column='review', "
+                            "--label_column='sentiment').")
+    self.assertOneLineError(self.results["same_columns"], 2,
+                            "run_classification.py: error: --text_column='sentiment' and "
+                            "--label_column='sentiment' name the same column: a model would "
+                            "learn each label from itself. Pass the column holding the texts as "
+                            "--text_column= and the one holding the classes as --label_column=.")
+
+  def test_a_bug_says_so_with_status_1_and_never_an_empty_error(self):
+    hint = ("This is a bug, not a mistake in what you gave: rerun with --verbose and report "
+            "the traceback.")
+    for name, message in (
+        ("bug", "ValueError: cannot reshape array of size 2 into shape (3,)"),
+        # An exception without a message is named by its type.
+        ("silent_bug", "StopIteration")):
+      process = self.results[name]
+      self.assertEqual(process.returncode, 1, process.stderr[-3000:])
+      self.assertEqual(process.stderr.strip().splitlines(), [f"-c: error: {message}", hint])
 
   def test_a_failed_run_is_status_1_and_verbose_shows_the_traceback(self):
     diverged = self.results["diverged"]
@@ -153,6 +221,39 @@ class CliErrorsTest(tf.test.TestCase):
     self.assertTrue(os.path.isfile(os.path.join(later_export, "saved_model", "saved_model.pb")))
     self.assertTrue(os.path.isfile(os.path.join(later_export, "adapters",
                                                 "adapter_config.json")))
+
+
+def _raised(function):
+  try:
+    function()
+  except Exception as error:  # pylint: disable=broad-except
+    return error
+  raise AssertionError("nothing raised")
+
+
+class ErrorKindTest(parameterized.TestCase):
+  """Exit statuses by who can fix the error, in-process."""
+
+  @parameterized.named_parameters(
+      ("library_usage_error", lambda: errors.UsageError("x"), 2, None),
+      ("library_data_error", lambda: errors.DataError("x"), 2, None),
+      ("missing_file", lambda: FileNotFoundError("x"), 2, None),
+      ("failed_run", lambda: errors.RunFailedError("x"), 1, "Rerun with --verbose"),
+      ("disk_error", lambda: OSError(28, "No space left on device"), 1, "Rerun with --verbose"),
+      # A check of this project that still raises a built-in type.
+      ("a_check_of_ours",
+       lambda: _raised(lambda: testing.run_config(epochs=float("nan"))), 2, None),
+      ("raised_inside_numpy", lambda: _raised(lambda: np.zeros(2).reshape(3)), 1, "a bug"),
+      ("operation_of_ours", lambda: _raised(lambda: text_classification.select_examples(
+          examples_lib.TextExamples(["a"], (["x"],)), [5])), 1, "a bug"),
+  )
+  def test_status_and_hint(self, make_error, status, hint):
+    got_status, got_hint = cli.error_kind(make_error())
+    self.assertEqual(got_status, status)
+    if hint is None:
+      self.assertIsNone(got_hint)
+    else:
+      self.assertIn(hint, got_hint)
 
 
 if __name__ == "__main__":
