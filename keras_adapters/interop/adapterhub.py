@@ -125,7 +125,11 @@ def load_adapterhub(directory, base_handle=None):
   model.head_config = head
   tensors.update(_read_tensors(directory, HEAD_WEIGHTS_FILE))
   names = _adapterhub_names(bert, model, name)
-  extra = sorted(set(tensors) - set(names.values()) - _aliases(names))
+  aliases = _aliases_by_key(names)
+  for key, alias in aliases.items():
+    if names[key] not in tensors and alias in tensors:
+      tensors[names[key]] = tensors[alias]
+  extra = sorted(set(tensors) - set(names.values()) - set(aliases.values()))
   missing = sorted(set(names.values()) - set(tensors))
   if missing or extra:
     raise AdapterHubError(
@@ -369,10 +373,6 @@ def _aliases_by_key(names):
   state dict holds it under both names."""
   return {key: value.replace(".adapter_down.0.", ".adapter_norm_before.")
           for key, value in names.items() if "/ln_before/" in key}
-
-
-def _aliases(names):
-  return set(_aliases_by_key(names).values())
 
 
 def _head_linear_indices(hidden_layers):
