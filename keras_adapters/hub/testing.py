@@ -6,12 +6,14 @@ import hashlib
 import os
 import shutil
 import tempfile
+from typing import Callable, NamedTuple
 
 import sentencepiece
 import tensorflow as tf
 import tf_keras as keras
 
 from official.legacy.bert import configs
+from official.nlp.configs import encoders
 from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.hub import model_garden_export
@@ -38,6 +40,64 @@ def tiny_bert_config(activation=keras.activations.gelu, **config):
       max_position_embeddings=config["max_sequence_length"],
       type_vocab_size=config["type_vocab_size"], hidden_act=activation,
       embedding_size=config.get("embedding_size"))
+
+
+def _tiny_encoder_config(kind, **overrides):
+  """An `EncoderConfig` of `type=kind` ("bert" or "bert_v2") of `TINY_CONFIG`'s sizes."""
+  sizes = dict(vocab_size=TINY_CONFIG["vocab_size"], hidden_size=TINY_CONFIG["hidden_size"],
+               num_layers=TINY_CONFIG["num_layers"],
+               num_attention_heads=TINY_CONFIG["num_attention_heads"],
+               intermediate_size=TINY_CONFIG["intermediate_size"],
+               max_position_embeddings=TINY_CONFIG["max_sequence_length"],
+               type_vocab_size=TINY_CONFIG["type_vocab_size"])
+  return encoders.EncoderConfig(
+      type=kind, **{kind: encoders.BertEncoderConfig(**{**sizes, **overrides})})
+
+
+class ModelGardenVariant(NamedTuple):
+  """One way the Model Garden exports a BERT: `export_encoder` arguments, the tokenizer asset
+  it carries (`"wordpiece"` or `"sentencepiece"`), the activation a reader must find."""
+  arguments: Callable[[], dict]
+  tokenizer: str
+  activation: str
+
+
+# Every BERT-family variant of `export_tfhub_lib.export_model`, each feature at least once.
+MODEL_GARDEN_VARIANTS = {
+    "legacy_gelu_vocab": ModelGardenVariant(
+        lambda: dict(bert_config=tiny_bert_config(activation="gelu")), "wordpiece",
+        "gelu_approximate"),
+    "legacy_exact_gelu_with_mlm": ModelGardenVariant(
+        lambda: dict(bert_config=tiny_bert_config(), with_mlm=True), "wordpiece", "gelu"),
+    "legacy_relu_embedding_width": ModelGardenVariant(
+        lambda: dict(bert_config=tiny_bert_config(activation="relu", embedding_size=8)),
+        "wordpiece", "relu"),
+    "bert_sentencepiece_copy_pooler": ModelGardenVariant(
+        lambda: dict(encoder_config=_tiny_encoder_config("bert"),
+                     copy_pooler_dense_to_encoder=True),
+        "sentencepiece", "gelu_approximate"),
+    "bert_with_mlm": ModelGardenVariant(
+        lambda: dict(encoder_config=_tiny_encoder_config("bert"), with_mlm=True),
+        "wordpiece", "gelu_approximate"),
+    "bert_v2_embedding_width_with_mlm": ModelGardenVariant(
+        lambda: dict(encoder_config=_tiny_encoder_config("bert_v2", embedding_size=8),
+                     with_mlm=True),
+        "wordpiece", "gelu_approximate"),
+    "bert_v2_sentencepiece_relu": ModelGardenVariant(
+        lambda: dict(encoder_config=_tiny_encoder_config("bert_v2", hidden_activation="relu")),
+        "sentencepiece", "relu"),
+}
+
+
+def export_model_garden_variant(name, root, seed=3):
+  """Exports `MODEL_GARDEN_VARIANTS[name]` with random weights into `root/name`."""
+  variant = MODEL_GARDEN_VARIANTS[name]
+  os.makedirs(root, exist_ok=True)
+  assets = (dict(vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")),
+                 do_lower_case=True) if variant.tokenizer == "wordpiece"
+            else dict(sp_model_file=save_tiny_sentencepiece(root)))
+  return model_garden_export.export_encoder(
+      os.path.join(root, name), seed=seed, **variant.arguments(), **assets)
 
 
 def save_tiny_hub_encoder(export_dir, seed=0, **config):

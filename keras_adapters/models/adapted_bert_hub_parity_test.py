@@ -14,44 +14,9 @@ import tensorflow_hub as hub
 import tf_keras as keras
 from tf_keras.protobuf import saved_metadata_pb2
 
-from official.nlp.configs import encoders
-
 from keras_adapters.hub import hub_encoder
-from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
-
-_TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
-             intermediate_size=32, max_position_embeddings=32, type_vocab_size=2)
-
-
-def _encoder_config(kind, **overrides):
-  return encoders.EncoderConfig(
-      type=kind, **{kind: encoders.BertEncoderConfig(**{**_TINY, **overrides})})
-
-
-# name → (export_encoder arguments, tokenizer kind, activation AdaptedBert must read).
-_VARIANTS = {
-    "legacy_gelu_vocab": (dict(bert_config=testing.tiny_bert_config(activation="gelu")),
-                          "wordpiece", "gelu_approximate"),
-    "legacy_exact_gelu_with_mlm": (dict(bert_config=testing.tiny_bert_config(), with_mlm=True),
-                                   "wordpiece", "gelu"),
-    "legacy_relu_embedding_width": (
-        dict(bert_config=testing.tiny_bert_config(activation="relu", embedding_size=8)),
-        "wordpiece", "relu"),
-    "bert_sentencepiece_copy_pooler": (
-        dict(encoder_config=_encoder_config("bert"), copy_pooler_dense_to_encoder=True),
-        "sentencepiece", "gelu_approximate"),
-    "bert_with_mlm": (dict(encoder_config=_encoder_config("bert"), with_mlm=True),
-                      "wordpiece", "gelu_approximate"),
-    "bert_v2_embedding_width_with_mlm": (
-        dict(encoder_config=_encoder_config("bert_v2", embedding_size=8), with_mlm=True),
-        "wordpiece", "gelu_approximate"),
-    "bert_v2_sentencepiece_relu": (
-        dict(encoder_config=_encoder_config("bert_v2", hidden_activation="relu")),
-        "sentencepiece", "relu"),
-}
-
 
 class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
 
@@ -59,27 +24,22 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tf.compat.v1.test.get_temp_dir()
-    cls.vocab_file = testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt"))
-    cls.sp_model_file = testing.save_tiny_sentencepiece(cls.root)
     cls.exports = {}
 
   def _export(self, name):
     """The variant's export, written once per class (an export takes seconds)."""
     if name not in self.exports:
-      arguments, tokenizer, _ = _VARIANTS[name]
-      assets = (dict(vocab_file=self.vocab_file, do_lower_case=True)
-                if tokenizer == "wordpiece" else dict(sp_model_file=self.sp_model_file))
-      self.exports[name] = model_garden_export.export_encoder(
-          os.path.join(self.root, name), seed=3, **arguments, **assets)
+      self.exports[name] = testing.export_model_garden_variant(name, self.root)
     return self.exports[name]
 
-  @parameterized.named_parameters(*[(name, name) for name in _VARIANTS])
+  @parameterized.named_parameters(*[(name, name) for name in testing.MODEL_GARDEN_VARIANTS])
   def test_identity_adapters_equal_the_hub_layer(self, name):
     """Every output, at every position of a padded two-segment batch, to 1e-5."""
     handle = self._export(name)
     base = hub_encoder.read_hub_encoder(handle)
-    self.assertEqual(base.config["activation"], _VARIANTS[name][2])
-    self.assertEqual(base.tokenizer.kind, _VARIANTS[name][1])
+    variant = testing.MODEL_GARDEN_VARIANTS[name]
+    self.assertEqual(base.config["activation"], variant.activation)
+    self.assertEqual(base.tokenizer.kind, variant.tokenizer)
     inputs = hub_encoder.probe_inputs(base.config, batch_size=3, seq_length=12)
     self.assertEqual(set(inputs["input_type_ids"].numpy().ravel()), {0, 1})
     self.assertIn(0, inputs["input_mask"].numpy())

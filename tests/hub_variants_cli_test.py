@@ -1,0 +1,85 @@
+"""`run_classification.py` on genuine Model Garden exports other than the default test encoder:
+a BertEncoderV2 with a narrower embedding and an `mlm` subobject, and a SentencePiece encoder
+with its SentencePiece preprocessing model; and a preprocessing model of another casing."""
+
+import contextlib
+import io
+import os
+
+from absl import flags
+from absl.testing import flagsaver
+import numpy as np
+import tensorflow as tf
+
+from experiments import run_classification
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import testing
+
+FLAGS = flags.FLAGS
+_SEQ_LENGTH = 12
+
+
+def _write_csv(path, count=24):
+  """Two classes, each written with its own tiny words (all in the SentencePiece model too)."""
+  rng = np.random.default_rng(0)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("text,label\n")
+    for i in range(count):
+      words = testing.TINY_WORDS[(i % 2) * 20:(i % 2) * 20 + 20]
+      f.write(f"{' '.join(rng.choice(words, size=3))},{'ab'[i % 2]}\n")
+  return path
+
+
+class HubVariantsCliTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "hub_variants_cli_test")
+    os.makedirs(cls.root, exist_ok=True)
+    cls.data_path = _write_csv(os.path.join(cls.root, "two.csv"))
+
+  def _run(self, hub_handle, preprocess_handle):
+    model_dir = self.create_tempdir().full_path
+    argv = ["run_classification"] + [f"--{k}={v}" for k, v in dict(
+        data_path=self.data_path, hub_handle=hub_handle, preprocess_handle=preprocess_handle,
+        split_manifest=os.path.join(model_dir, "split.json"), model_dir=model_dir,
+        results_dir=os.path.join(model_dir, "results"), max_train_examples="0", epochs="1",
+        batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4").items()]
+    printed = io.StringIO()
+    with flagsaver.flagsaver():
+      remaining = FLAGS(argv)
+      with contextlib.redirect_stdout(printed):
+        run_classification.main(remaining)
+    return model_dir, printed.getvalue()
+
+  def _assert_serves_strings(self, model_dir):
+    served = tf.saved_model.load(os.path.join(model_dir, "export")).signatures[
+        "serving_default"](text=tf.constant(["w1 w2 w3", "w25 w30"]))
+    self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), [1.0, 1.0])
+
+  def test_bert_v2_with_embedding_projection_and_mlm(self):
+    handle = testing.export_model_garden_variant("bert_v2_embedding_width_with_mlm",
+                                                 os.path.join(self.root, "variants"))
+    model_dir, printed = self._run(handle, testing.tiny_preprocess_handle(_SEQ_LENGTH))
+    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
+    self._assert_serves_strings(model_dir)
+
+  def test_sentencepiece_encoder_and_preprocessing(self):
+    encoder, preprocess = testing.tiny_sentencepiece_handles(_SEQ_LENGTH)
+    model_dir, printed = self._run(encoder, preprocess)
+    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
+    self._assert_serves_strings(model_dir)
+
+  def test_preprocessing_of_another_casing_is_refused_before_training(self):
+    root = self.create_tempdir().full_path
+    cased = preprocessing.build_preprocessing_savedmodel(
+        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "cased"),
+        lower_case=False)
+    with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was trained "
+                                            r"uncased"):
+      self._run(testing.tiny_hub_handle(), cased)
+
+
+if __name__ == "__main__":
+  tf.test.main()
