@@ -2,8 +2,7 @@
 loaded with `load_task_model` and served with `export_multitask`.
 
 AdapterHub's own artifacts (the fixtures) run on the embedded default base; the multi-task
-serving of converted placements runs on the tiny random encoder of
-`keras_adapters.hub.testing`.
+serving of every placement runs on the tiny random encoder of `keras_adapters.hub.testing`.
 """
 
 import os
@@ -16,6 +15,7 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from experiments import convert_adapterhub
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import multitask_export
 from keras_adapters.hub import task_export
 from keras_adapters.hub import testing as hub_testing
@@ -57,26 +57,36 @@ class ConvertAdapterHubTest(tf.test.TestCase):
           for key, value in theirs.items():
             self.assertAllEqual(ours[key], value, msg=key)
 
-  def test_converted_placement_serves_through_export_multitask(self):
-    """An AdapterHub task with a non-Houlsby placement (own LayerNorms, post-add skip) and a
-    two-layer head on the first token, converted, serves from a multi-task SavedModel as on
-    its own. (Tasks mixing adapter positions are routed exactly: task_routing_test.)"""
+  def test_placements_serve_through_one_multitask_savedmodel(self):
+    """A task per AdapterHub preset and one with most other options, each with a two-layer
+    head on the first token (one converted from AdapterHub by the CLI, the others saved
+    here), served together from one multi-task SavedModel: each task's signature answers as
+    its own model. (Every placement is routed exactly in task_routing_test.)"""
     root = self.create_tempdir().full_path
     handle = hub_testing.tiny_hub_handle()
-    source = adapterhub.save_adapterhub(
-        adapterhub_test.random_task_model(
-            handle, testing.PLACEMENT_VARIANTS["own_layer_norms_post_add"]),
-        os.path.join(root, "adapterhub"), model_name="tiny-bert")
-    artifact = os.path.join(root, "artifact")
-    _convert(from_adapterhub=source, to_artifact=artifact, hub_handle=handle,
-             preprocess_handle=hub_testing.tiny_preprocess_handle(), seq_length=16)
-    model = saving.load_task_model(artifact)
+    preprocessing = adapter_artifact.PreprocessingConfig(
+        hub_testing.tiny_preprocess_handle(), ("text",), 16)
+    artifacts, models = {}, {}
+    for seed, name in enumerate(("houlsby", "pfeiffer", "parallel", "own_layer_norms_post_add")):
+      options = testing.PLACEMENT_VARIANTS[name]
+      models[name] = adapterhub_test.random_task_model(handle, options, seed=seed)
+      artifacts[name] = os.path.join(root, name)
+      if name == "own_layer_norms_post_add":
+        source = adapterhub.save_adapterhub(models[name], os.path.join(root, "adapterhub"),
+                                            model_name="tiny-bert")
+        _convert(from_adapterhub=source, to_artifact=artifacts[name], hub_handle=handle,
+                 preprocess_handle=preprocessing.handle, seq_length=preprocessing.seq_length)
+      else:
+        saving.save_adapters(models[name], artifacts[name], preprocessing=preprocessing,
+                             label_names=["a", "b", "c"])
     served = tf.saved_model.load(multitask_export.export_multitask(
-        handle, {"task": artifact}, os.path.join(root, "multitask")))
+        handle, artifacts, os.path.join(root, "multitask")))
     texts = tf.constant(["w1 w2 w3", "w4 w5 w6 w7", ""])
     inputs = task_export.pack_texts(hub_testing.tiny_preprocessor(), [texts], 16)
-    self.assertAllClose(served.signatures["task"](text=texts)["probabilities"],
-                        tf.nn.softmax(model(inputs, training=False)), atol=1e-5, rtol=0)
+    for name, model in models.items():
+      self.assertAllClose(served.signatures[name](text=texts)["probabilities"],
+                          tf.nn.softmax(model(inputs, training=False)), atol=1e-5, rtol=0,
+                          msg=name)
 
   def test_one_conversion_must_be_given(self):
     with self.assertRaisesRegex(app.UsageError, "Give one conversion"):

@@ -217,8 +217,6 @@ def _check_shared_arguments(specs, base_config):
   for what, by_task in (
       ("adapter activation", {s.name: s.adapter_activation for s in specs
                               if s.adapter_activation}),
-      ("adapter placement options", {s.name: tuple(sorted(s.adapter_options.items()))
-                                     for s in specs if s.adapter_options}),
       ("head hidden_activation", {s.name: s.head.get("hidden_activation")
                                   for s in specs if s.hidden_layers})):
     if len(set(by_task.values())) > 1:
@@ -250,7 +248,7 @@ class _MultitaskModule(tf.Module):
         [spec.adapter_weights for spec in specs], encoder.num_layers,
         activation=next((s.adapter_activation for s in specs if s.adapter_activation), "relu"),
         layer_norm_epsilon=layer_norm_epsilon,
-        adapter_options=next((s.adapter_options for s in specs if s.adapter_options), None))
+        adapter_options=[spec.adapter_options for spec in specs])
     self.preprocessors = []
     self._preprocessor_index = {}
     for spec in specs:

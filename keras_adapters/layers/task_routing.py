@@ -3,9 +3,10 @@
 One pass of a shared encoder then answers a batch that mixes tasks: each example's adapter
 and LayerNorm parameters are gathered by its task id. Tasks with smaller adapters (or none
 in a block) are zero-padded to the largest bottleneck, which leaves their outputs exact: a
-zero row of `W_up` adds nothing whatever the activation gives the padded units. A task
-without an adapter where another has one takes the plain sub-layer path there, selected per
-example, so every placement option stays exact.
+zero row of `W_up` adds nothing whatever the activation gives the padded units. Tasks may
+place their adapters differently (AdapterHub's options): each placement among the tasks is
+computed and every example takes its own task's, and a task without an adapter where another
+has one takes the plain sub-layer path there, so every task stays exact.
 """
 
 import functools
@@ -61,8 +62,8 @@ class StackedAdapters(tf.Module):
     activation: The adapters' nonlinearity, the same for every task.
     layer_norm_epsilon: LayerNorm epsilon of the encoder.
     name: Module name.
-    adapter_options: The adapters' AdapterHub options (`adapter.ADAPTER_OPTIONS`), the same
-      for every task.
+    adapter_options: The adapters' AdapterHub options (`adapter.ADAPTER_OPTIONS`): one dict
+      for every task, or a list with each task's (`None` for a task without adapters).
   """
 
   def __init__(self, task_weights, num_layers, activation, layer_norm_epsilon,
@@ -74,17 +75,15 @@ class StackedAdapters(tf.Module):
     self.num_layers = num_layers
     self.activation = keras.activations.get(activation)
     self.layer_norm_epsilon = layer_norm_epsilon
-    adapter_lib.validate_options(adapter_options or {})
-    self.adapter_options = {
-        name: value for name, value in {**adapter_lib.ADAPTER_OPTIONS,
-                                        **(adapter_options or {})}.items()
-        if name not in ("mh_adapter", "output_adapter")}
+    if adapter_options is None or isinstance(adapter_options, dict):
+      adapter_options = [adapter_options] * self.num_tasks
+    task_options = [_layer_options(options) for options in adapter_options]
     self.layer_norms = {}
     self.adapters = {}
-    # Per adapter position: its own LayerNorms' stacked (gamma, beta), and which tasks have
-    # an adapter there when not all do.
+    # Per adapter position: its own LayerNorms' stacked (gamma, beta) when a task has them,
+    # and each placement among the tasks with which of them have an adapter there.
     self.adapter_layer_norms = {}
-    self.has_adapter = {}
+    self.placements = {}
     with self.name_scope:
       for prefix in self._layer_norm_prefixes():
         self.layer_norms[prefix] = tuple(
@@ -100,13 +99,13 @@ class StackedAdapters(tf.Module):
               tf.Variable(value, trainable=False, name=f"{prefix}/{part}")
               for value, part in zip(stacked, _ADAPTER_PARTS))
           present = [f"{prefix}/down_project/bias" in weights for weights in task_weights]
-          if not all(present):
-            self.has_adapter[prefix] = tf.constant(present)
+          self.placements[prefix] = _placements(task_options, present)
           self.adapter_layer_norms[prefix] = {
               norm: tuple(tf.Variable(value, trainable=False, name=f"{prefix}/{norm}/{part}")
                           for value, part in zip(_stack_norm(f"{prefix}/{norm}", task_weights),
                                                  ("gamma", "beta")))
-              for norm in _ADAPTER_NORMS if self.adapter_options[norm]}
+              for norm in _ADAPTER_NORMS
+              if any(f"{prefix}/{norm}/gamma" in weights for weights in task_weights)}
 
   def _layer_norm_prefixes(self):
     return ["embeddings/layer_norm"] + [
@@ -137,18 +136,27 @@ class StackedAdapters(tf.Module):
         norms[f"norm_{norm[3:]}"] = functools.partial(
             layer_norm, gamma=_rows(gamma, task_ids), beta=_rows(beta, task_ids),
             epsilon=adapter_lib.ADAPTER_LAYER_NORM_EPSILON)
-      parts = adapter_lib.AdapterParts(
-          lambda x: _matmul(self.activation(_matmul(x, down_kernel) + down_bias),
-                            up_kernel) + up_bias, **norms)
+
+      def project(x):
+        return _matmul(self.activation(_matmul(x, down_kernel) + down_bias),
+                       up_kernel) + up_bias
 
       def placed(hidden, sublayer_input, layer_norm):
-        output = adapter_lib.place_adapter(parts, self.adapter_options, hidden,
-                                           sublayer_input, layer_norm)
-        if prefix not in self.has_adapter:
-          return output
-        # Tasks without an adapter here take BERT's own path.
-        present = tf.reshape(tf.gather(self.has_adapter[prefix], task_ids), [-1, 1, 1])
-        return tf.where(present, output, layer_norm(sublayer_input + hidden))
+        output = None
+        for options, members in self.placements[prefix]:
+          parts = adapter_lib.AdapterParts(
+              project, **{f"norm_{norm[3:]}": norms[f"norm_{norm[3:]}"]
+                          for norm in _ADAPTER_NORMS if options[norm]})
+          placed_output = adapter_lib.place_adapter(parts, options, hidden, sublayer_input,
+                                                    layer_norm)
+          if members is None:  # Every task, placed alike.
+            return placed_output
+          if output is None:
+            # Tasks without an adapter here take BERT's own path.
+            output = layer_norm(sublayer_input + hidden)
+          rows = tf.reshape(tf.gather(members, task_ids), [-1, 1, 1])
+          output = tf.where(rows, placed_output, output)
+        return output
 
       return placed
 
@@ -175,6 +183,25 @@ def _matmul(inputs, kernel):
   if kernel.shape.rank == 2:
     return tf.einsum("bsn,nk->bsk", inputs, kernel)
   return tf.einsum("bsn,bnk->bsk", inputs, kernel)
+
+
+def _layer_options(options):
+  """An `Adapter`'s options (all but which sub-layers get one), defaults filled in."""
+  adapter_lib.validate_options(options or {})
+  return {name: value for name, value in {**adapter_lib.ADAPTER_OPTIONS,
+                                          **(options or {})}.items()
+          if name not in ("mh_adapter", "output_adapter")}
+
+
+def _placements(task_options, present):
+  """Each distinct placement among the tasks with an adapter at one position: its options
+  and a `[tasks]` bool constant of the tasks it serves (`None`: all of them)."""
+  placements = []
+  for options in task_options:
+    members = [p and o == options for p, o in zip(present, task_options)]
+    if any(members) and all(options != other for other, _ in placements):
+      placements.append((options, None if all(members) else tf.constant(members)))
+  return placements
 
 
 def _stack_norm(prefix, task_weights):

@@ -83,26 +83,31 @@ class TaskRoutingTest(tf.test.TestCase):
                             atol=1e-5, rtol=0, msg=f"{key} of task {task}")
         self.assertAllClose(one_task[key], alone[key], atol=1e-5, rtol=0)
 
-  def test_every_placement_routes_exactly(self):
-    """For each AdapterHub placement, two tasks sharing its options (one without attention
-    adapters and with a block left out) answer a mixed batch as each task's own set does."""
-    inputs = _inputs()
-    task_ids = tf.constant([1, 0, 1, 0, 0])
-    for name, options in testing.PLACEMENT_VARIANTS.items():
-      with self.subTest(placement=name):
-        sets = [_random_set(4, adapter_size=4, adapter_options=options),
-                _random_set(5, adapter_size=2, leave_out=(1,),
-                            adapter_options=dict(options, mh_adapter=False))]
-        stacked = task_routing.StackedAdapters(
-            [{k: w.numpy() for k, w in adapter_set.adapter_weights_by_key(
-                s.encoder_adapters()).items()} for s in sets],
-            num_layers=2, activation="gelu", layer_norm_epsilon=1e-12, adapter_options=options)
-        routed = self.encoder(inputs, adapters=stacked.encoder_adapters(task_ids))
-        for task, layer in enumerate(sets):
-          rows = np.flatnonzero(task_ids.numpy() == task)
-          alone = self.encoder(inputs, adapters=layer.encoder_adapters())
-          self.assertAllClose(tf.gather(routed["sequence_output"], rows),
-                              tf.gather(alone["sequence_output"], rows), atol=1e-5, rtol=0)
+  def test_tasks_of_every_placement_route_exactly_in_one_batch(self):
+    """A task per AdapterHub placement (some with a block left out), and tasks with the same
+    placement but no attention adapters or none at all: a batch mixing them answers every
+    row as its task's own set does."""
+    options = list(testing.PLACEMENT_VARIANTS.values())
+    options += [dict(options[3], mh_adapter=False), options[3]]
+    sets = [_random_set(4 + i, adapter_size=2 + i % 3, leave_out=(i % 2,),
+                        adapter_options=task_options) for i, task_options in enumerate(options)]
+    sets.append(_random_set(20))  # No adapters.
+    options.append(None)
+    stacked = task_routing.StackedAdapters(
+        [{k: w.numpy() for k, w in adapter_set.adapter_weights_by_key(
+            s.encoder_adapters()).items()} for s in sets],
+        num_layers=2, activation="gelu", layer_norm_epsilon=1e-12, adapter_options=options)
+    task_ids = np.arange(len(sets))[::-1] % len(sets)
+    inputs = _inputs(batch_size=len(sets))
+    routed = self.encoder(inputs, adapters=stacked.encoder_adapters(tf.constant(task_ids)))
+    for task, layer in enumerate(sets):
+      row = int(np.flatnonzero(task_ids == task)[0])
+      alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+      self.assertAllClose(routed["sequence_output"][row], alone["sequence_output"][row],
+                          atol=1e-5, rtol=0, msg=f"task {task}: {options[task]}")
+      one_task = self.encoder(inputs, adapters=stacked.encoder_adapters(task))
+      self.assertAllClose(one_task["sequence_output"], alone["sequence_output"], atol=1e-5,
+                          rtol=0, msg=f"task {task} alone")
 
   def test_no_tasks_is_refused(self):
     with self.assertRaisesRegex(ValueError, "at least one task"):
