@@ -140,6 +140,13 @@ def run_methods(train, dev, base_config, squad_config):
   if os.path.isfile(results_path):
     with open(results_path, encoding="utf-8") as f:
       table = json.load(f)
+  # Before the first run: rows of other data or another budget are never replaced or mixed.
+  identity = _table_identity(dict(config=dataclasses.asdict(base_config),
+                                  squad=dataclasses.asdict(squad_config),
+                                  train_file_sha256=train.sha256,
+                                  evaluation=dict(eval_file_sha256=dev.sha256)))
+  for row in table.values():
+    method_comparison.refuse_other_results(results_path, _table_identity(row), identity)
   for method in FLAGS.methods:
     config = method_comparison.method_config(base_config, method, num_layers)
     if method in _SQUAD_LEARNING_RATES:
@@ -152,6 +159,18 @@ def run_methods(train, dev, base_config, squad_config):
     atomic_io.write_text(os.path.join(FLAGS.results_dir, RESULTS_MARKDOWN),
                          squad_runner.results_markdown(table))
   return table
+
+
+def _table_identity(results):
+  """What the rows of one results table share, as a run's results record it: the training and
+  evaluation files, the budget, the windows. Rows from before `train_file_sha256` do not
+  record it."""
+  identity = dict(
+      squad=results["squad"], eval_file_sha256=results["evaluation"]["eval_file_sha256"],
+      **{key: results["config"][key] for key in ("epochs", "batch_size", "max_seq_length")})
+  if "train_file_sha256" in results:
+    identity["train_file_sha256"] = results["train_file_sha256"]
+  return identity
 
 
 def main(argv):

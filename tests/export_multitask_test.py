@@ -132,7 +132,7 @@ class ExportMultitaskTest(tf.test.TestCase):
                    f"--tasks=reviews={self.exports['reviews']}/adapters",
                    f"--export_dir={single}"])
     self.assertEqual(result.returncode, 2, result.stderr[-3000:])
-    self.assertIn("another kind of SavedModel", result.stderr)
+    self.assertIn("holds a single-task export, not a multi-task export", result.stderr)
     self.assertIn("--overwrite", result.stderr)
     self.assertNotIn("Traceback", result.stderr)
     self.assertEqual(sorted(os.listdir(single)), before)

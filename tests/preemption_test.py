@@ -7,6 +7,8 @@ step it is on, prints one line naming that checkpoint and exits with status 143.
 again in that model_dir resumes from that step. `_child_main` is what the child runs.
 """
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -18,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from experiments import interruption
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -54,7 +57,6 @@ def _make_trainer(handle, model_dir, eval_fn=None):
 def _child_main(handle, model_dir):
   """Trains slowly enough (a pause after each step) for the signal to come mid-training,
   under `interruption.call` as a script's `main` runs."""
-  from experiments import interruption  # pylint: disable=g-import-not-at-top
   def pause(model):
     del model
     time.sleep(0.05)
@@ -93,6 +95,18 @@ class PreemptionTest(tf.test.TestCase):
     self.assertEqual((result.start_step, result.step), (step, _NUM_STEPS))
     with open(os.path.join(model_dir, trainer.COMPLETION_MARKER), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["start_step"], step)
+
+  def test_ctrl_c_outside_training_is_one_line_and_status_130(self):
+    """A Ctrl-C while data loads or a model exports: no traceback, one line, status 130."""
+    def main(argv):
+      del argv
+      raise KeyboardInterrupt
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as stop:
+      interruption.call(main, [])
+    self.assertEqual(stop.exception.code, 130)
+    self.assertRegex(stderr.getvalue(), r"^\S+: Stopped by Ctrl-C; what was saved is kept: "
+                     r"rerun the same command to continue.\n$")
 
 
 if __name__ == "__main__":

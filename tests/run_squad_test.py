@@ -114,6 +114,21 @@ class RunSquadTest(tf.test.TestCase):
     self.assertIn("| Houlsby et al. 2019 (BERT), full fine-tuning | 90.7 |", markdown)
     self.assertIn(markdown, self.methods.stdout)
 
+  def test_methods_on_another_budget_never_touch_the_table(self):
+    """--methods into a results_dir whose table has another budget is refused before any run
+    trains, naming what differs and --results_dir; the table keeps its rows."""
+    self.assert_succeeded(self.methods)
+    table = os.path.join(self.results_dir, "squad_results.json")
+    before = _read_json(table)
+    runs = self.create_tempdir().full_path
+    other = _run_script(*self.common, f"--model_dir={runs}", "--methods=full",
+                        f"--results_dir={self.results_dir}", "--epochs=7")
+    self.assertEqual(other.returncode, 2, other.stderr[-3000:])
+    self.assertRegex(other.stderr, r"squad_results.json holds results of other data or "
+                     r"another budget \(--epochs=3.0 there, 7.0 now\).*--results_dir=")
+    self.assertEqual(_read_json(table), before)
+    self.assertEqual(os.listdir(runs), [])
+
   def test_bad_data_is_a_one_line_error_naming_the_question(self):
     document = _read_json(self.train_file)
     document["data"][0]["paragraphs"][1]["qas"][0]["answers"][0]["answer_start"] += 1

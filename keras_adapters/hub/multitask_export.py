@@ -28,8 +28,6 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras as keras
 
-from tensorflow.core.protobuf import saved_model_pb2
-
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
@@ -88,13 +86,9 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
     AdapterArtifactError: An artifact is missing, corrupt or of format 1.
   """
   export_dir = os.fspath(export_dir)
-  if (os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite
-      and not _is_multitask_export(export_dir)):
-    held = ("another kind of SavedModel (a single-task export?)"
-            if tf.saved_model.contains_saved_model(export_dir) else "other files")
-    raise MultitaskExportError(
-        f"{export_dir!r} holds {held}, not a multi-task SavedModel; exporting there would "
-        "delete what it holds. Pick another folder, or pass overwrite=True to replace it.")
+  if not overwrite:
+    task_export.check_export_dir(export_dir, task_export.MULTITASK_EXPORT,
+                                 MultitaskExportError)
   base = hub_encoder.read_hub_encoder(base_handle)
   specs = [_TaskSpec.read(name, directory, base.fingerprint, preprocess_handle)
            for name, directory in _checked_tasks(tasks).items()]
@@ -112,18 +106,6 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   with atomic_io.atomic_directory(export_dir) as staging:
     tf.saved_model.save(module, staging, signatures=signatures)
   return export_dir
-
-
-def _is_multitask_export(directory):
-  """Whether `directory` holds a SavedModel with the routed signature, as this module writes;
-  read from `saved_model.pb` without loading the model."""
-  path = os.path.join(directory, "saved_model.pb")
-  if not os.path.isfile(path):
-    return False
-  saved_model = saved_model_pb2.SavedModel()
-  with open(path, "rb") as f:
-    saved_model.ParseFromString(f.read())
-  return any(ROUTED_SIGNATURE in graph.signature_def for graph in saved_model.meta_graphs)
 
 
 class _TaskSpec:

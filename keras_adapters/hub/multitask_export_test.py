@@ -159,7 +159,8 @@ class MultitaskExportTest(tf.test.TestCase):
     shutil.copytree(os.path.join(self.root, "single", "topic"), out)
     tasks = {"topic": self.artifacts["topic"]}
     with self.assertRaisesRegex(multitask_export.MultitaskExportError,
-                                "another kind of SavedModel.*overwrite=True"):
+                                "holds a single-task export, not a multi-task export.*"
+                                "overwrite=True"):
       multitask_export.export_multitask(self.handle, tasks, out)
     self.assertNotIn("routed", tf.saved_model.load(out).signatures)
     multitask_export.export_multitask(self.handle, tasks, out, overwrite=True)

@@ -31,6 +31,7 @@ import tensorflow as tf
 import tensorflow_text as text
 from official.nlp.tools import tokenization
 
+from keras_adapters.hub import task_export
 from keras_adapters.tasks import squad_features
 from keras_adapters.utils import atomic_io
 
@@ -172,7 +173,7 @@ def _where_chain(cases, default):
 
 
 def export_qa(model, tokenizer, export_dir, *, settings=squad_features.WindowSettings(),
-              n_best_size=20, max_answer_length=30):
+              n_best_size=20, max_answer_length=30, overwrite=False):
   """Writes a SavedModel answering questions about raw contexts with a trained span labeler.
 
   Its `serving_default` signature (also the `answer` function) takes string tensors
@@ -183,17 +184,22 @@ def export_qa(model, tokenizer, export_dir, *, settings=squad_features.WindowSet
   Args:
     model: The trained span labeler (`build_span_labeler`).
     tokenizer: The `PreprocessingTokenizer` the model was trained with (vocab, lower-casing).
-    export_dir: Folder to write, replaced atomically.
+    export_dir: Folder to write, replaced atomically if it holds a question-answering
+      export; another non-empty folder is refused unless `overwrite=True`.
     settings: The windowing the model was trained with.
     n_best_size: Best starts and ends searched per window.
     max_answer_length: Longest answer, in wordpieces.
+    overwrite: Replace a non-empty folder that is not a question-answering export.
 
   Returns:
     `export_dir`.
 
   Raises:
-    ValueError: The export would tokenize differently from the preprocessing model.
+    ValueError: The export would tokenize differently from the preprocessing model, or
+      `export_dir` holds something else (see `overwrite`).
   """
+  if not overwrite:
+    task_export.check_export_dir(export_dir, task_export.QA_EXPORT)
   module = _QaModule(model, tokenizer.vocab_file, tokenizer.do_lower_case, settings,
                      n_best_size, max_answer_length)
   # Vocab words as they are and upper-cased show the lower-casing, whatever the vocab.

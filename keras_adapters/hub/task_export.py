@@ -1,10 +1,24 @@
-"""One self-contained SavedModel per task: raw strings in, probabilities or scores out."""
+"""One self-contained SavedModel per task: raw strings in, probabilities or scores out.
+
+Also what every export of this package checks before it replaces a folder (`export_kind`,
+`check_export_dir`): a folder holding another kind of export, or other files, is kept.
+"""
+
+import os
 
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import compatibility
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
+
+# The kinds of SavedModel this package writes, told apart by their signatures.
+TASK_EXPORT = "single-task"
+MULTITASK_EXPORT = "multi-task"
+QA_EXPORT = "question-answering"
+_REPLACE_FIX = "Pick another folder, or pass overwrite=True to replace it."
 
 
 class _TaskModule(tf.Module):
@@ -51,7 +65,7 @@ def task_outputs(logits, is_regression):
 
 
 def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_length=128,
-                label_names=None):
+                label_names=None, overwrite=False):
   """Writes a SavedModel that serves a trained task model on raw text.
 
   The SavedModel has a `serving_default` signature with one string input per text field
@@ -64,11 +78,13 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
     model: The trained Keras model mapping BERT input dicts to logits (or one score).
     preprocessor: An object with `tokenize` and `bert_pack_inputs`, such as a loaded TF Hub
       BERT preprocessing SavedModel or `preprocessing.create_preprocessor(...)`.
-    export_dir: Folder to write, replaced atomically.
+    export_dir: Folder to write, replaced atomically if it holds a single-task export;
+      another non-empty folder is refused unless `overwrite=True`.
     text_fields: Names of the text inputs, one or two.
     seq_length: Length sequences are packed to; at most the encoder's position embeddings.
     label_names: Class names in logit order, one per logit, or `None` for a regression task
       (one output).
+    overwrite: Replace a non-empty folder that is not a single-task export.
 
   Returns:
     `export_dir`.
@@ -80,6 +96,8 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   if not 1 <= len(text_fields) <= 2:
     raise ValueError(f"A task takes one or two text fields, got {list(text_fields)}.")
   _check_outputs(model, label_names)
+  if not overwrite:
+    check_export_dir(export_dir, TASK_EXPORT)
   encoders = [layer for layer in model.submodules
               if isinstance(layer, adapted_bert_encoder.AdaptedBertEncoder)]
   encoder_config = encoders[0].get_config() if len(encoders) == 1 else None
@@ -103,6 +121,52 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   with atomic_io.atomic_directory(export_dir) as staging:
     tf.saved_model.save(module, staging, signatures={"serving_default": serving})
   return export_dir
+
+
+def export_kind(directory):
+  """The kind of export `directory` holds, read from `saved_model.pb` without loading it.
+
+  Returns:
+    `TASK_EXPORT`, `MULTITASK_EXPORT` or `QA_EXPORT`; "another SavedModel" for a SavedModel
+    of none of these kinds; `None` without a SavedModel.
+  """
+  path = os.path.join(directory, "saved_model.pb")
+  if not os.path.isfile(path):
+    return None
+  saved_model = saved_model_pb2.SavedModel()
+  with open(path, "rb") as f:
+    saved_model.ParseFromString(f.read())
+  signatures = saved_model.meta_graphs[0].signature_def if saved_model.meta_graphs else {}
+  outputs = (set(signatures["serving_default"].outputs) if "serving_default" in signatures
+             else set())
+  if "routed" in signatures:  # multitask_export.ROUTED_SIGNATURE; that module imports this.
+    return MULTITASK_EXPORT
+  if "answer" in outputs:
+    return QA_EXPORT
+  if outputs and outputs <= {"probabilities", "scores"}:
+    return TASK_EXPORT
+  return "another SavedModel"
+
+
+def check_export_dir(export_dir, kind, error=errors.UsageError, fix=_REPLACE_FIX):
+  """Raises `error` if `export_dir` is a non-empty folder that is not an export of `kind`:
+  writing a `kind` export there would delete what it holds.
+
+  Args:
+    export_dir: The folder an export is about to replace.
+    kind: The kind of that export (`TASK_EXPORT`, ...).
+    error: The exception type to raise.
+    fix: What the message tells the user to do.
+  """
+  if not os.path.isdir(export_dir) or not os.listdir(export_dir):
+    return
+  held = export_kind(export_dir)
+  if held == kind:
+    return
+  what = {None: "other files", "another SavedModel": "another SavedModel"}.get(
+      held, f"a {held} export")
+  raise error(f"{export_dir!r} holds {what}, not a {kind} export; exporting there would "
+              f"delete it. {fix}")
 
 
 def _check_outputs(model, label_names):

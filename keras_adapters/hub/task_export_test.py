@@ -4,6 +4,7 @@ import os
 
 import tensorflow as tf
 import tensorflow_hub as hub
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import task_export
@@ -12,6 +13,16 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 
 _SEQ_LENGTH = 12
+
+
+def _fake_export(directory, signature, output):
+  """A `saved_model.pb` with one signature of one output: what `export_kind` reads."""
+  saved_model = saved_model_pb2.SavedModel()
+  saved_model.meta_graphs.add().signature_def[signature].outputs[output].name = "out:0"
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "saved_model.pb"), "wb") as f:
+    f.write(saved_model.SerializeToString())
+  return directory
 
 
 class TaskExportTest(tf.test.TestCase):
@@ -85,6 +96,39 @@ class TaskExportTest(tf.test.TestCase):
                                             r"trained uncased"):
       task_export.export_task(model, cased, root + "/task", seq_length=_SEQ_LENGTH,
                               label_names=["a", "b"])
+
+  def test_a_folder_of_anything_else_is_not_replaced_without_overwrite(self):
+    """A folder of other files or of another kind of export is refused (and kept) unless
+    overwrite=True; a single-task export is replaced."""
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 3)
+    export = lambda path, **kwargs: task_export.export_task(
+        model, self.preprocessor, path, seq_length=_SEQ_LENGTH, label_names=["a", "b", "c"],
+        **kwargs)
+    multitask = _fake_export(self.create_tempdir().full_path, "routed", "label")
+    with self.assertRaisesRegex(ValueError, f"'{multitask}' holds a multi-task export, not a "
+                                "single-task export.*overwrite=True"):
+      export(multitask)
+    mine = self.create_tempdir().full_path
+    with open(os.path.join(mine, "notes.txt"), "w", encoding="utf-8") as f:
+      f.write("mine")
+    with self.assertRaisesRegex(ValueError, "holds other files, not a single-task export"):
+      export(mine)
+    self.assertEqual(os.listdir(mine), ["notes.txt"])
+    export(mine, overwrite=True)
+    self.assertEqual(task_export.export_kind(mine), task_export.TASK_EXPORT)
+    task_export.check_export_dir(mine, task_export.TASK_EXPORT)  # Its own kind: replaceable.
+
+  def test_export_kind_reads_the_signatures(self):
+    root = self.create_tempdir().full_path
+    for name, signature, output, kind in (
+        ("task", "serving_default", "probabilities", task_export.TASK_EXPORT),
+        ("regression", "serving_default", "scores", task_export.TASK_EXPORT),
+        ("multitask", "routed", "label", task_export.MULTITASK_EXPORT),
+        ("qa", "serving_default", "answer", task_export.QA_EXPORT),
+        ("encoder", "serving_default", "pooled_output", "another SavedModel")):
+      self.assertEqual(task_export.export_kind(
+          _fake_export(os.path.join(root, name), signature, output)), kind)
+    self.assertIsNone(task_export.export_kind(root))
 
   def test_three_text_fields_are_refused(self):
     """A task has one or two text inputs."""

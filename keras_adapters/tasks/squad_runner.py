@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import qa_export
+from keras_adapters.hub import task_export
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import parameter_summary
 from keras_adapters.models import saving
@@ -175,6 +176,9 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
   atomic_io.make_writable_dir(model_dir, "model_dir")
   if export_dir:
     atomic_io.make_writable_dir(export_dir, "export_dir")
+    task_export.check_export_dir(os.path.join(export_dir, "saved_model"),
+                                 task_export.QA_EXPORT, fix=(
+                                     "Pass another export_dir, or move that folder away."))
 
   strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
   # One run per folder, held by the chief, as in `task_runner.run_task`.
@@ -239,7 +243,8 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
     summary = parameter_summary.parameter_summary(model)
     results = dict(
         task=TASK, config=dataclasses.asdict(config), squad=dataclasses.asdict(squad_config),
-        train_source=train.source, train_questions=len(set(train_features.question_ids)),
+        train_source=train.source, train_file_sha256=train.sha256,
+        train_questions=len(set(train_features.question_ids)),
         train_windows=len(train_features), num_train_steps=num_train_steps,
         resumed_from_step=train_result.start_step, train_seconds=train_result.wall_time_s,
         train_examples_per_second=train_result.examples_per_sec,

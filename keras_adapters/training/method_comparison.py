@@ -143,14 +143,26 @@ def check_results_dir(results_dir, identity):
       `results_dir`.
   """
   previous = _read_summary(results_dir) or {}
-  differences = [_difference(key, previous[key], value) for key, value in identity.items()
-                 if key in previous and previous[key] != value]
+  refuse_other_results(os.path.join(results_dir, "comparison.json"), previous, identity)
+  return previous
+
+
+def refuse_other_results(path, recorded, identity):
+  """Raises `ResultsTableError` unless the results file `path`, recording `recorded`, may take
+  results of `identity`: they agree on every key `recorded` holds.
+
+  Args:
+    path: The results file, for the message.
+    recorded: What its rows share (data fingerprints, budget...).
+    identity: The same keys for the new results.
+  """
+  differences = [_difference(key, recorded[key], value) for key, value in identity.items()
+                 if key in recorded and recorded[key] != value]
   if differences:
     raise ResultsTableError(
-        f"{os.path.join(results_dir, 'comparison.json')} holds results of other data or "
-        f"another budget ({'; '.join(differences)}); these would replace its rows or be "
-        "mixed with them. Pass results_dir=<another folder> for them.")
-  return previous
+        f"{path} holds results of other data or another budget ({'; '.join(differences)}); "
+        "these would replace its rows or be mixed with them. Pass results_dir=<another "
+        "folder> for them.")
 
 
 def _difference(key, there, now):

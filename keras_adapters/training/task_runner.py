@@ -435,6 +435,10 @@ def _check_export_dir(export_dir: str) -> None:
       raise ValueError(
           f"export_dir={export_dir!r} holds a folder {name}/ that is not an export; exporting "
           "would replace it. Pass another export_dir, or move that folder away.")
+  # Nor is another kind of export (a multi-task one) replaced by this task's.
+  task_export.check_export_dir(os.path.join(export_dir, "saved_model"),
+                               task_export.TASK_EXPORT, RunSettingsError, fix=(
+                                   "Pass another export_dir, or move that folder away."))
 
 
 def _export_complete(export_dir: str) -> bool:
