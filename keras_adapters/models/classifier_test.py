@@ -56,6 +56,21 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(model(_batch(), training=False), expected, atol=1e-5)
     self.assertAllClose(model.predict(_batch(), verbose=0), expected, atol=1e-5)
 
+  def test_adapterhub_head_hidden_layer_on_the_first_token(self):
+    """hidden_layers=1, pooling="first_token": AdapterHub's two-layer classification head,
+    W2 · tanh(W1 · h_CLS + b1) + b2 on the first token's sequence output, and the pooler
+    frozen (the head never reads it)."""
+    encoder = self._encoder()
+    model = classifier.build_classifier(encoder, 3, pooling="first_token", hidden_layers=1)
+    self.assertEqual((model.head_config.hidden_layers, model.head_config.hidden_activation),
+                     (1, "tanh"))
+    self.assertFalse(encoder.encoder.pooler_transform.trainable)
+    hidden, logits = model.get_layer("head_hidden_0"), model.get_layer("logits")
+    first = encoder(_batch(), training=False)["sequence_output"].numpy()[:, 0]
+    expected = (np.tanh(first @ hidden.kernel.numpy() + hidden.bias.numpy())
+                @ logits.kernel.numpy() + logits.bias.numpy())
+    self.assertAllClose(model(_batch(), training=False), expected, atol=1e-5)
+
   def test_mean_pooling_averages_real_tokens_only(self):
     """pooling="mean": logits are a dense layer on the mean of the unpadded tokens."""
     encoder = self._encoder()
