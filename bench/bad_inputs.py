@@ -344,10 +344,7 @@ def _users_folder_as_export(ws):
 
 
 def _csv(ws, name, content):
-  path = ws.path(name)
-  with open(path, "w", encoding="utf-8", newline="") as f:
-    f.write(content)
-  return text_classification.read_text_classification(path)
+  return _data_file(ws, name, content.encode("utf-8"))
 
 
 def _data_file(ws, name, data: bytes, **kwargs):
