@@ -1,5 +1,7 @@
 """The bottleneck adapter, and where it joins a Transformer sub-layer (AdapterHub's options)."""
 
+from typing import Callable, NamedTuple, Optional
+
 import tensorflow as tf
 import tf_keras as keras
 
@@ -178,14 +180,12 @@ class Adapter(keras.layers.Layer):
     return config
 
 
-class AdapterParts:
+class AdapterParts(NamedTuple):
   """An adapter's computations as callables: `project` (`W_up · f(W_down · h)` with biases)
   and its own LayerNorms `norm_before` and `norm_after` (`None` when absent)."""
-
-  def __init__(self, project, norm_before=None, norm_after=None):
-    self.project = project
-    self.norm_before = norm_before
-    self.norm_after = norm_after
+  project: Callable
+  norm_before: Optional[Callable] = None
+  norm_after: Optional[Callable] = None
 
 
 def place_adapter(parts, options, hidden, sublayer_input, layer_norm):
