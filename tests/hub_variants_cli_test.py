@@ -54,8 +54,9 @@ class HubVariantsCliTest(tf.test.TestCase):
     return model_dir, printed.getvalue()
 
   def _assert_serves_strings(self, model_dir):
-    served = tf.saved_model.load(os.path.join(model_dir, "export")).signatures[
-        "serving_default"](text=tf.constant(["w1 w2 w3", "w25 w30"]))
+    export = os.path.join(model_dir, "export", "saved_model")
+    served = tf.saved_model.load(export).signatures["serving_default"](
+        text=tf.constant(["w1 w2 w3", "w25 w30"]))
     self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), [1.0, 1.0])
 
   def test_bert_v2_with_embedding_projection_and_mlm(self):
