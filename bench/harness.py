@@ -31,6 +31,7 @@ from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.training import optimization
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
@@ -224,7 +225,8 @@ def peak_rss_mib() -> float:
 
 def write_record(path: str, record: Mapping[str, Any]) -> None:
   """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
-  or as handles (`paths.portable`)."""
+  or as handles (`paths.portable`) and how it was made (`provenance.KEY`)."""
+  record = dict(record, **{provenance.KEY: provenance.record()})
   atomic_io.write_json(path, paths.portable(record, _REPO_DIR))
 
 

@@ -1,6 +1,7 @@
 """Fast tests of the benchmark helpers, on fake clocks and a stand-in child script."""
 
 import itertools
+import json
 import textwrap
 
 import pytest
@@ -84,3 +85,11 @@ def test_time_interleaved_takes_turns_after_warming_every_setup():
 def test_time_interleaved_rejects_bad_counts():
   with pytest.raises(ValueError, match="rounds >= 1"):
     harness.time_interleaved({"a": lambda: None}, rounds=0, warmup_steps=0)
+
+
+def test_write_record_adds_how_it_was_made(tmp_path):
+  path = tmp_path / "bench.json"
+  harness.write_record(str(path), dict(benchmark="x", median_ms=1.5))
+  record = json.loads(path.read_text())
+  assert record["benchmark"] == "x" and record["median_ms"] == 1.5
+  assert set(record["provenance"]) == {"command", "code", "packages", "date_utc"}
