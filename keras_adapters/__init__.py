@@ -29,5 +29,8 @@ from keras_adapters.models.span_labeler import build_span_labeler
 from keras_adapters.models.tuning import TUNING_POLICIES
 from keras_adapters.networks.adapted_bert_encoder import AdaptedBertEncoder
 from keras_adapters.networks.adapted_bert_encoder import INPUT_KEYS
+from keras_adapters.utils.errors import DataError
+from keras_adapters.utils.errors import RunFailedError
+from keras_adapters.utils.errors import UsageError
 
 __version__ = "0.1.0"

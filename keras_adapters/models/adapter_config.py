@@ -1,6 +1,8 @@
 """`AdapterConfig`: one task's adapter settings, as peft's and AdapterHub's config objects."""
 
 import dataclasses
+import math
+import numbers
 from typing import Optional, Tuple, Union
 
 from keras_adapters.layers import adapter as adapter_lib
@@ -93,8 +95,11 @@ class AdapterConfig:
     adapter_lib.validate_options(self.adapter_options())
     object.__setattr__(self, "activation",
                        _ACTIVATION_ALIASES.get(self.activation, self.activation))
-    if not isinstance(self.init_stddev, (int, float)) or self.init_stddev < 0:
-      raise ValueError(f"init_stddev must be a number >= 0, got {self.init_stddev!r}.")
+    if (isinstance(self.init_stddev, bool) or not isinstance(self.init_stddev, numbers.Real)
+        or not math.isfinite(self.init_stddev) or self.init_stddev < 0):
+      raise ValueError(
+          f"init_stddev must be a finite number >= 0 (0: identity adapters), got "
+          f"{self.init_stddev!r}.")
     if isinstance(self.leave_out, (str, bytes)) or not all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.leave_out):
       raise ValueError(

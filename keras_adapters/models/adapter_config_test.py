@@ -36,6 +36,8 @@ class AdapterConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("zero_size", dict(adapter_size=0), "adapter_size"),
       ("bool_size", dict(adapter_size=True), "adapter_size"),
       ("negative_std", dict(init_stddev=-1.0), "init_stddev"),
+      ("nan_std", dict(init_stddev=float("nan")), "init_stddev must be a finite number"),
+      ("infinite_std", dict(init_stddev=float("inf")), "init_stddev must be a finite number"),
       ("negative_layer", dict(leave_out=(-1,)), "leave_out"),
       ("string_leave_out", dict(leave_out="01"), "leave_out"),
       ("policy", dict(tuning="bitfit"), "'bitfit'"))

@@ -58,6 +58,7 @@ import tf_keras as keras
 
 from keras_adapters.training import optimization
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
 
 # `model_dir` layout: checkpoints `ckpt-<step>`, the completion marker, TensorBoard summaries.
 CHECKPOINT_NAME = "ckpt"
@@ -81,7 +82,7 @@ LossFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 EvalFn = Callable[[keras.Model], Mapping[str, float]]
 
 
-class TrainingDivergedError(RuntimeError):
+class TrainingDivergedError(errors.RunFailedError):
   """The loss, the gradient or the weights became NaN or infinite, or exploded."""
 
 
