@@ -55,28 +55,28 @@ class HubEncoderTest(tf.test.TestCase):
     with self.assertRaisesRegex(hub_encoder.HubEncoderError, "saved_model.pb"):
       hub_encoder.read_hub_encoder(self.create_tempdir().full_path)
 
+  def _saved_module(self, variable_name):
+    """A SavedModel of one tf.Module holding one variable named `variable_name`."""
+    module = tf.Module()
+    module.table = tf.Variable(tf.zeros([8, 4]), name=variable_name)
+    path = self.create_tempdir().full_path
+    tf.saved_model.save(module, path)
+    return path
+
   def test_non_bert_savedmodel_is_a_clear_error(self):
     """A text-embedding module is refused as 'not a BERT encoder', naming what it holds and
     what is supported."""
-    module = tf.Module()
-    module.table = tf.Variable(tf.zeros([3, 4]), name="embedding_table")
-    path = self.create_tempdir().full_path
-    tf.saved_model.save(module, path)
     with self.assertRaisesRegex(hub_encoder.HubEncoderError,
                                 r"not a BERT encoder.*variables start \['embedding_table'\].*"
                                 r"Supported: BERT-family encoders"):
-      hub_encoder.read_hub_encoder(path)
+      hub_encoder.read_hub_encoder(self._saved_module("embedding_table"))
 
   def test_tf1_bert_names_are_refused_with_the_converter_named(self):
     """An encoder without Model Garden names (a TF1 BERT's) is pointed at the converter."""
-    module = tf.Module()
-    module.word = tf.Variable(tf.zeros([8, 4]), name="bert/embeddings/word_embeddings")
-    path = self.create_tempdir().full_path
-    tf.saved_model.save(module, path)
     with self.assertRaisesRegex(hub_encoder.HubEncoderError,
                                 r"bert/embeddings/word_embeddings.*"
                                 r"tf2_bert_encoder_checkpoint_converter"):
-      hub_encoder.read_hub_encoder(path)
+      hub_encoder.read_hub_encoder(self._saved_module("bert/embeddings/word_embeddings"))
 
   def test_a_preprocessing_model_is_named_as_such(self):
     with self.assertRaisesRegex(hub_encoder.HubEncoderError,

@@ -12,7 +12,6 @@ import os
 import tempfile
 from typing import Mapping, Optional
 
-from absl import logging as absl_logging
 import numpy as np
 import tensorflow as tf
 
@@ -25,6 +24,7 @@ from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import quiet_logs
 
 # The classification head whose dense layer `copy_pooler_dense_to_encoder` copies into the
 # encoder's pooler: the Model Garden's name for BERT's next-sentence head.
@@ -86,19 +86,13 @@ def export_encoder(export_dir: str,
   else:
     _assign(encoder.weights, weights)
   with tempfile.TemporaryDirectory() as checkpoint_dir, \
-       atomic_io.atomic_directory(export_dir) as staging:
+       atomic_io.atomic_directory(export_dir) as staging, quiet_logs.absl_warnings_only():
     checkpoint = tf.train.Checkpoint(**items).save(os.path.join(checkpoint_dir, "ckpt"))
-    # The exporter logs each step at INFO level; none of it is for the user.
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.WARNING)
-    try:
-      export_tfhub_lib.export_model(
-          staging, bert_config=bert_config, encoder_config=encoder_config,
-          model_checkpoint_path=checkpoint, with_mlm=with_mlm,
-          copy_pooler_dense_to_encoder=copy_pooler_dense_to_encoder,
-          vocab_file=vocab_file, sp_model_file=sp_model_file, do_lower_case=do_lower_case)
-    finally:
-      absl_logging.set_verbosity(verbosity)
+    export_tfhub_lib.export_model(
+        staging, bert_config=bert_config, encoder_config=encoder_config,
+        model_checkpoint_path=checkpoint, with_mlm=with_mlm,
+        copy_pooler_dense_to_encoder=copy_pooler_dense_to_encoder,
+        vocab_file=vocab_file, sp_model_file=sp_model_file, do_lower_case=do_lower_case)
   return export_dir
 
 

@@ -21,12 +21,12 @@ arguments=dict(seq_length=64))`; the vocab travels inside as an asset.
 
 import os
 
-from absl import logging as absl_logging
 import tensorflow as tf
 
 from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import quiet_logs
 
 # BERT packing needs these; the Model Garden's tokenizer silently omits a missing one.
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]")
@@ -84,17 +84,11 @@ def build_preprocessing_savedmodel(vocab_file: str,
         f"{export_dir!r} already exists; delete it or choose another export_dir so a "
         "stale preprocessing model is never mixed with a new one.")
   _check_arguments(vocab_file, default_seq_length)
-  with atomic_io.atomic_directory(export_dir) as staging:
-    # The exporter logs each step at INFO level; none of it is for the user.
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.WARNING)
-    try:
-      # Without assert ops (as TF Hub's own preprocessors are exported): inside a tf.data
-      # map, their control flow makes grappler warn on every input pipeline.
-      export_tfhub_lib.export_preprocessing(
-          staging, vocab_file=vocab_file, do_lower_case=lower_case,
-          tokenize_with_offsets=True, default_seq_length=default_seq_length,
-          experimental_disable_assert=True)
-    finally:
-      absl_logging.set_verbosity(verbosity)
+  with atomic_io.atomic_directory(export_dir) as staging, quiet_logs.absl_warnings_only():
+    # Without assert ops (as TF Hub's own preprocessors are exported): inside a tf.data
+    # map, their control flow makes grappler warn on every input pipeline.
+    export_tfhub_lib.export_preprocessing(
+        staging, vocab_file=vocab_file, do_lower_case=lower_case,
+        tokenize_with_offsets=True, default_seq_length=default_seq_length,
+        experimental_disable_assert=True)
   return export_dir

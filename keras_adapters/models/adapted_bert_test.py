@@ -274,7 +274,9 @@ class NamedAdaptersTest(tf.test.TestCase):
     layer = self._layer()
     model_a = classifier.build_classifier(layer, 3)
     self._fit(model_a, 3)
-    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2))
+    # m=4: with 2 units, a ReLU unit of B that no token of this tiny batch activates would
+    # keep its down-projection still for a reason that has nothing to do with isolation.
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=4))
     layer.train_adapter("b")
     model_b = classifier.build_classifier(layer, 2)
     b_weights = {id(w) for w in layer.adapter_weights("b").values()}
