@@ -1,5 +1,6 @@
 """Flags shared by the experiment scripts; each names a `RunConfig` field."""
 
+import json
 import math
 
 from absl import flags
@@ -11,6 +12,7 @@ from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
 from keras_adapters.training import task_runner
+from keras_adapters.utils import errors
 
 
 def define_run_flags(learning_rate=3e-4, epochs=3.0):
@@ -27,6 +29,15 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
   flags.DEFINE_float("adapter_init_stddev", 1e-2,
                      "Std of the adapters' initial weights; 0 makes every adapter an exact "
                      "identity.")
+  flags.DEFINE_string(
+      "adapter_config", None,
+      "Further AdapterConfig fields as a JSON object, with AdapterHub's names: placement "
+      "(mh_adapter, output_adapter, is_parallel), residual and LayerNorm options "
+      "(original_ln_before, original_ln_after, residual_before_ln, adapter_residual_before_ln, "
+      "ln_before, ln_after), scaling, activation, reduction_factor, leave_out. E.g. "
+      "AdapterHub's Pfeiffer placement: "
+      "'{\"mh_adapter\": false, \"original_ln_before\": true}'. The fields with flags of "
+      "their own (--adapter_size, --adapter_init_stddev, --tuning, --top_k) stay there.")
   flags.DEFINE_enum("pooling", "mean", list(classifier.POOLINGS),
                     "Head input: mean (mean of the sequence output, what the embedded "
                     "sentence-embedding encoder was trained to produce; its pooler never was) "
@@ -83,6 +94,21 @@ def create_strategy():
   return distribution.get_strategy(flags.FLAGS.strategy, tpu=flags.FLAGS.tpu)
 
 
+def _json_object(flag, text):
+  """The dict a flag's JSON text gives (`None` for no text), or a usage error naming it."""
+  if text is None:
+    return None
+  try:
+    value = json.loads(text)
+  except ValueError as e:
+    value = e
+  if not isinstance(value, dict):
+    raise errors.UsageError(
+        f"--{flag}={text!r} is not a JSON object ({value}): give one in single quotes, e.g. "
+        f"--{flag}='{{\"mh_adapter\": false}}'.")
+  return value
+
+
 def run_config_from_flags(**overrides):
   """A `RunConfig` from the flags, with the embedded default model where none is named."""
   # Imported here: resolving the default converts the base model on first use.
@@ -97,6 +123,6 @@ def run_config_from_flags(**overrides):
       epochs=values.epochs, batch_size=values.batch_size, max_seq_length=values.max_seq_length,
       seed=values.seed, weight_decay=values.weight_decay,
       checkpoint_every_steps=values.checkpoint_every_steps, strategy=values.strategy,
-      tpu=values.tpu)
+      tpu=values.tpu, adapter_config=_json_object("adapter_config", values.adapter_config))
   config.update(overrides)
   return task_runner.RunConfig(**config)

@@ -1,9 +1,11 @@
 """`run_classification.py` on genuine Model Garden exports other than the default test encoder:
 a BertEncoderV2 with a narrower embedding and an `mlm` subobject, and a SentencePiece encoder
-with its SentencePiece preprocessing model; and a preprocessing model of another casing."""
+with its SentencePiece preprocessing model; a preprocessing model of another casing; and an
+AdapterHub placement given on the command line."""
 
 import contextlib
 import io
+import json
 import os
 
 from absl import flags
@@ -12,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import run_classification
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
@@ -39,13 +42,13 @@ class HubVariantsCliTest(tf.test.TestCase):
     os.makedirs(cls.root, exist_ok=True)
     cls.data_path = _write_csv(os.path.join(cls.root, "two.csv"))
 
-  def _run(self, hub_handle, preprocess_handle):
+  def _run(self, hub_handle, preprocess_handle, **extra):
     model_dir = self.create_tempdir().full_path
     argv = ["run_classification"] + [f"--{k}={v}" for k, v in dict(
         data_path=self.data_path, hub_handle=hub_handle, preprocess_handle=preprocess_handle,
         split_manifest=os.path.join(model_dir, "split.json"), model_dir=model_dir,
         results_dir=os.path.join(model_dir, "results"), max_train_examples="0", epochs="1",
-        batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4").items()]
+        batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4", **extra).items()]
     printed = io.StringIO()
     with flagsaver.flagsaver():
       remaining = FLAGS(argv)
@@ -71,6 +74,21 @@ class HubVariantsCliTest(tf.test.TestCase):
     model_dir, printed = self._run(encoder, preprocess)
     self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
     self._assert_serves_strings(model_dir)
+
+  def test_adapter_config_flag_gives_an_adapterhub_placement(self):
+    """--adapter_config='{...}' trains and exports AdapterHub's Pfeiffer placement: one
+    adapter per layer, after the feed-forward block; the artifact records it."""
+    model_dir, _ = self._run(testing.tiny_hub_handle(), testing.tiny_preprocess_handle(),
+                             adapter_config='{"mh_adapter": false, "original_ln_before": true}')
+    self._assert_serves_strings(model_dir)
+    with open(os.path.join(model_dir, "export", "adapters", "adapter_config.json"),
+              encoding="utf-8") as f:
+      recorded = json.load(f)["adapter_config"]
+    self.assertEqual((recorded["mh_adapter"], recorded["original_ln_before"],
+                      recorded["adapter_size"]), (False, True, 4))
+    tensors = adapter_artifact.read_tensors(os.path.join(model_dir, "export", "adapters"))
+    self.assertEmpty([name for name in tensors if "attention_adapter" in name])
+    self.assertNotEmpty([name for name in tensors if "feedforward_adapter" in name])
 
   def test_preprocessing_of_another_casing_is_refused_before_training(self):
     root = self.create_tempdir().full_path

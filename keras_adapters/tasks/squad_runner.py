@@ -93,9 +93,7 @@ class SquadConfig:
 
 def build_model(config: task_runner.RunConfig):
   """The span labeler of `config`: its encoder with its tuning policy, and the span head."""
-  encoder = adapted_bert.AdaptedBert(
-      config.hub_handle, adapter_size=config.adapter_size, tuning=config.tuning,
-      top_k=config.top_k, adapter_init_stddev=config.adapter_init_stddev)
+  encoder = adapted_bert.AdaptedBert(config.hub_handle, adapter_config=config.adapter_settings())
   return span_labeler.build_span_labeler(encoder)
 
 

@@ -79,6 +79,9 @@ class RunConfig:
   checkpoint_every_steps: int = 200
   strategy: str = "default"
   tpu: Optional[str] = None
+  # `AdapterConfig` fields beyond the ones above (placement, residual and LayerNorm options
+  # under AdapterHub's names, activation, reduction_factor, leave_out).
+  adapter_config: Optional[Dict[str, Any]] = None
 
   def __post_init__(self):
     if self.tuning != "adapters" and self.adapter_size is not None:
@@ -100,6 +103,26 @@ class RunConfig:
       _check_integer("adapter_size", self.adapter_size, 1)
     if self.top_k is not None:
       _check_integer("top_k", self.top_k, 1)
+    self.adapter_settings()  # Raises on fields AdapterConfig refuses.
+
+  def adapter_settings(self):
+    """The run's `AdapterConfig`: the adapter fields above with `adapter_config`'s."""
+    extra = dict(self.adapter_config or {})
+    repeated = sorted(set(extra) & set(_ADAPTER_FIELDS.values()))
+    if repeated:
+      flags = [name for name, field in _ADAPTER_FIELDS.items() if field in repeated]
+      raise ValueError(f"adapter_config={extra} sets {repeated}, which have their own settings: "
+                       f"give them as {flags}.")
+    own = {field: getattr(self, name) for name, field in _ADAPTER_FIELDS.items()}
+    try:
+      return adapter_config.AdapterConfig.from_dict({**own, **extra})
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"adapter_config={extra}: {e}") from None
+
+
+# RunConfig fields that are AdapterConfig fields, by their AdapterConfig names.
+_ADAPTER_FIELDS = dict(adapter_size="adapter_size", adapter_init_stddev="init_stddev",
+                       tuning="tuning", top_k="top_k")
 
 
 def _check_choice(name, value, choices):
@@ -222,9 +245,8 @@ def _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar
         batch_size=config.batch_size, shuffle=True, seed=shuffle_seed)
 
   def model_fn():
-    encoder = adapted_bert.AdaptedBert(
-        config.hub_handle, adapter_size=config.adapter_size, tuning=config.tuning,
-        top_k=config.top_k, adapter_init_stddev=config.adapter_init_stddev)
+    encoder = adapted_bert.AdaptedBert(config.hub_handle,
+                                       adapter_config=config.adapter_settings())
     return classifier.build_classifier(encoder, spec.num_classes, pooling=config.pooling)
 
   trainer = trainer_lib.Trainer(

@@ -19,6 +19,7 @@ import tensorflow_hub as hub
 import keras_adapters
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
+from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.training import task_runner
@@ -106,6 +107,24 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     return classifier.build_classifier(
         adapted_bert.AdaptedBert(self.hub_handle, adapter_size=adapter_size, tuning=tuning),
         num_classes)
+
+  def test_adapter_config_gives_every_adapter_config_field(self):
+    """The run's AdapterConfig: its own fields plus adapter_config's (AdapterHub's names);
+    a field with its own setting, or one AdapterConfig does not have, is refused."""
+    settings = self._config(adapter_config=dict(
+        mh_adapter=False, original_ln_before=True, activation="silu", leave_out=[1])
+                            ).adapter_settings()
+    self.assertEqual(
+        (settings.adapter_size, settings.mh_adapter, settings.original_ln_before,
+         settings.activation, settings.leave_out), (4, False, True, "swish", (1,)))
+    self.assertEqual(self._config().adapter_settings(),
+                     adapter_config.AdapterConfig(adapter_size=4))
+    with self.assertRaisesRegex(ValueError, r"sets \['adapter_size'\], which have their own "
+                                            r"settings: give them as \['adapter_size'\]"):
+      self._config(adapter_config=dict(adapter_size=8))
+    with self.assertRaisesRegex(ValueError, r"adapter_config=\{'ln_middle': True\}: Unknown "
+                                            r"AdapterConfig fields \['ln_middle'\]"):
+      self._config(adapter_config=dict(ln_middle=True))
 
   def test_results_have_metrics_parameters_and_timings(self):
     """Labelled non-train splits get the spec's metrics; parameter counts and timings are
