@@ -6,19 +6,35 @@ exported into a SavedModel that fails on every input; a vocabulary larger than t
 gives token ids without an embedding, an op error in the middle of a step.
 """
 
+import itertools
 import numbers
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 import tensorflow_text as tf_text
 
 from keras_adapters.hub import saved_model_facts
+from keras_adapters.utils import errors
 
 # Packing needs room for [CLS] and [SEP].
 MIN_SEQ_LENGTH = 2
+
+# Training texts whose tokens give the [UNK] rate: a few hundred measure it to a few percent
+# in about a second.
+UNKNOWN_RATE_TEXTS = 300
+# Text in the language and script of the vocabulary has well under 1% [UNK] tokens (wordpieces
+# spell any word of known characters); emoji or a few foreign words reach a few percent. From
+# 5% the data or the preprocessing is suspect; above 20%, one token in five is a blank to the
+# encoder: the vocabulary is not the data's (another script or language, or a preprocessing
+# model that is not the encoder's) and the model learns from what is left.
+UNKNOWN_RATE_WARNING = 0.05
+UNKNOWN_RATE_ERROR = 0.2
+# Cuneiform, which no BERT vocabulary holds: a word of it is one [UNK], whatever the tokenizer.
+_UNKNOWN_WORD = "\U00012000\U00012001"
 
 
 def check_seq_length(seq_length: Any, encoder_config: Mapping[str, int],
@@ -161,3 +177,64 @@ def _ids(tokenize, words):
   """The token ids of `words`, one text each, flattened."""
   tokens = tokenize(tf.constant(words))
   return (tokens.flat_values if isinstance(tokens, tf.RaggedTensor) else tokens).numpy()
+
+
+def check_unknown_tokens(preprocessor, texts: Iterable[str], encoder_config: Mapping[str, int],
+                         encoder_tokenizer, *, hub_handle: str,
+                         preprocess_handle: str) -> None:
+  """Where the encoder records no tokenizer, checks the preprocessor against it and the data.
+
+  `check_preprocessor` compares the vocabularies when the encoder records its own (TF Hub
+  BERTs do). An encoder that records none (an older export) leaves what can be seen: the
+  [CLS], [SEP], [PAD] and [UNK] ids must have embeddings, and the share of [UNK] tokens in
+  the first `UNKNOWN_RATE_TEXTS` training texts is warned about from
+  `UNKNOWN_RATE_WARNING` and refused above `UNKNOWN_RATE_ERROR`.
+
+  Args:
+    preprocessor: The loaded preprocessing model, checked by `check_preprocessor`.
+    texts: The training texts, in order (only the first few hundred are read).
+    encoder_config: The encoder's architecture, with `vocab_size`.
+    encoder_tokenizer: The encoder's `hub_encoder.EncoderTokenizer`; if any, nothing to do.
+    hub_handle: The encoder's handle, for messages.
+    preprocess_handle: The preprocessor's handle, for messages.
+
+  Raises:
+    errors.UsageError: A special id without an embedding, or too many [UNK] tokens; the
+      message names both handles.
+  """
+  if encoder_tokenizer is not None:
+    return
+  unknown_id = _single_id(preprocessor.tokenize, _UNKNOWN_WORD)
+  special = {name: int(preprocessor.tokenize.get_special_tokens_dict()[key]) for name, key in (
+      ("[CLS]", "start_of_sequence_id"), ("[SEP]", "end_of_segment_id"),
+      ("[PAD]", "padding_id"))}
+  if unknown_id is not None:
+    special["[UNK]"] = unknown_id
+  beyond = {name: i for name, i in special.items() if i >= encoder_config["vocab_size"]}
+  if beyond:
+    raise errors.UsageError(
+        f"The {', '.join(f'{name} id {i}' for name, i in beyond.items())} of "
+        f"preprocess_handle={preprocess_handle!r} have no embedding in "
+        f"hub_handle={hub_handle!r}, whose vocabulary has {encoder_config['vocab_size']} "
+        "tokens: the preprocessing model is not the encoder's. Pass the one that comes with "
+        "the encoder.")
+  if unknown_id is None:
+    return  # A vocabulary with cuneiform, or bytes for unknown characters: no [UNK] to count.
+  ids = _ids(preprocessor.tokenize, list(itertools.islice(texts, UNKNOWN_RATE_TEXTS)))
+  rate = np.mean(ids == unknown_id) if ids.size else 0.0
+  message = (f"{rate:.0%} of the tokens of the first training texts are [UNK] with "
+             f"hub_handle={hub_handle!r} and preprocess_handle={preprocess_handle!r}")
+  if rate > UNKNOWN_RATE_ERROR:
+    raise errors.UsageError(
+        f"{message}: the encoder would read them as blanks. The encoder records no vocabulary "
+        "to compare with; pass the preprocessing model that comes with it, or an encoder "
+        "trained on text in the data's language and script.")
+  if rate >= UNKNOWN_RATE_WARNING:
+    logging.warning("%s: check that the preprocessing model comes with the encoder and that "
+                    "it was trained on text like the data.", message)
+
+
+def _single_id(tokenize, text):
+  """The one token id of `text`, or `None` if it is more than one token."""
+  ids = _ids(tokenize, [text])
+  return int(ids[0]) if ids.size == 1 else None

@@ -1,6 +1,7 @@
 """Tests for the up-front checks of a sequence length and a preprocessing model against a base
 encoder's configuration."""
 
+import functools
 import os
 import types
 
@@ -12,6 +13,7 @@ from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
+from keras_adapters.utils import errors
 
 _CONFIG = dict(max_sequence_length=32, vocab_size=64)
 
@@ -99,6 +101,44 @@ class CompatibilityTest(tf.test.TestCase):
       compatibility.check_preprocessor(
           compatibility.load_preprocessor(os.path.join(root, "other")), base.config,
           encoder_tokenizer=base.tokenizer)
+
+  def test_unknown_tokens_where_the_encoder_records_no_tokenizer(self):
+    check = functools.partial(compatibility.check_unknown_tokens, testing.tiny_preprocessor(),
+                              encoder_config=_CONFIG, encoder_tokenizer=None,
+                              hub_handle="old_encoder", preprocess_handle="other_preprocess")
+    known = " ".join(testing.TINY_WORDS[:19])
+    with self.assertNoLogs(level="WARNING"):
+      check([known] * 10)
+    # 1 unknown word in 20: a warning; 2 in 6: an error naming both handles and the rate.
+    with self.assertLogs(level="WARNING") as logs:
+      check([known + " unknown"] * 10)
+    self.assertRegex(logs.output[0], r"5% of the tokens of the first training texts are "
+                     r"\[UNK\] with hub_handle='old_encoder' and "
+                     r"preprocess_handle='other_preprocess': check that")
+    with self.assertRaisesRegex(errors.UsageError,
+                                r"^33% of the tokens .* are \[UNK\] with hub_handle="
+                                r"'old_encoder' and preprocess_handle='other_preprocess': the "
+                                "encoder would read them as blanks"):
+      check(["w1 w2 one two w3 w4"] * 10)
+    # Only the first texts are read.
+    check([known] * compatibility.UNKNOWN_RATE_TEXTS + ["unknown words"] * 1000)
+
+  def test_unknown_tokens_are_not_counted_where_the_encoder_records_its_tokenizer(self):
+    base = hub_encoder.read_hub_encoder(testing.tiny_hub_handle())
+    compatibility.check_unknown_tokens(
+        testing.tiny_preprocessor(), ["unknown words"], base.config, base.tokenizer,
+        hub_handle="encoder", preprocess_handle="preprocess")
+
+  def test_special_ids_need_embeddings_where_the_encoder_records_no_tokenizer(self):
+    # The tiny vocab: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3.
+    with self.assertRaisesRegex(
+        errors.UsageError,
+        r"The \[CLS\] id 2, \[SEP\] id 3 of preprocess_handle='p' have no embedding in "
+        r"hub_handle='e', whose vocabulary has 2 tokens: the preprocessing model is not the "
+        "encoder's."):
+      compatibility.check_unknown_tokens(
+          testing.tiny_preprocessor(), [], dict(vocab_size=2), None, hub_handle="e",
+          preprocess_handle="p")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,13 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
   settings = squad_config.window_settings(config.max_seq_length)
   tokenizer = squad_tokenizer.PreprocessingTokenizer(
       config.preprocess_handle, encoder_config=base.config, encoder_tokenizer=base.tokenizer)
+  if base.tokenizer is None:  # Else the tokenizer's vocabulary was compared with the encoder's.
+    compatibility.check_unknown_tokens(
+        compatibility.load_preprocessor(config.preprocess_handle),
+        (text for article in train.articles for paragraph in article["paragraphs"]
+         for text in [paragraph["context"]] + [qa["question"] for qa in paragraph["qas"]]),
+        base.config, base.tokenizer, hub_handle=config.hub_handle,
+        preprocess_handle=config.preprocess_handle)
   train_ids = squad.sample_question_ids(train, squad_config.max_train_examples)
   definition = run_definition(train, train_ids, config, squad_config, base.fingerprint)
   check_run_dir(model_dir, definition)

@@ -12,6 +12,7 @@ that the base can serve them, that the folders can be written.
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import numbers
@@ -202,6 +203,9 @@ def run_task(spec: examples_lib.TaskSpec,
   preprocessor = compatibility.load_preprocessor(config.preprocess_handle)
   compatibility.check_preprocessor(preprocessor, base.config, encoder_tokenizer=base.tokenizer,
                                    handle=config.preprocess_handle)
+  compatibility.check_unknown_tokens(
+      preprocessor, itertools.chain.from_iterable(zip(*splits["train"].texts)), base.config,
+      base.tokenizer, hub_handle=config.hub_handle, preprocess_handle=config.preprocess_handle)
   definition = run_definition(spec, splits["train"], config, base.fingerprint)
   _check_definition(model_dir, definition)
   if export_dir:
