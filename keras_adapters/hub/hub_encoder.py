@@ -133,7 +133,8 @@ def read_hub_encoder(handle):
 def _read_hub_encoder(handle, stamp):
   del stamp  # Only part of the cache key.
   folder, loaded = _load(handle)
-  _refuse_other_models(handle, loaded, folder)
+  layer_configs = saved_model_facts.layer_configs(folder)
+  _refuse_other_models(handle, loaded, layer_configs)
   lower_case = getattr(loaded, "do_lower_case", None)
   weights = {}
   for variable in saved_model_facts.variables(loaded):
@@ -147,7 +148,7 @@ def _read_hub_encoder(handle, stamp):
     weights[name] = variable.numpy()
   architecture = _infer_config(handle, weights)
   config, parity = _prove_parity(handle, loaded, architecture, weights,
-                                 _recorded_facts(handle, folder))
+                                 _recorded_facts(handle, layer_configs))
   return HubEncoderWeights(
       handle=handle,
       config=config,
@@ -191,15 +192,14 @@ def _load(handle):
     raise HubEncoderError(f"Cannot load TF Hub encoder {handle!r}. {hint} ({error})") from None
 
 
-def _refuse_other_models(handle, loaded, folder):
+def _refuse_other_models(handle, loaded, layer_configs):
   """Names the kind of model a handle holds when it is plainly not a BERT encoder."""
   if hasattr(loaded, "tokenize") and hasattr(loaded, "bert_pack_inputs"):
     raise HubEncoderError(
         f"{handle!r} is a BERT preprocessing model (it has tokenize and bert_pack_inputs), "
         "not an encoder: pass it as the preprocessing handle (preprocess_handle) and the "
         "encoder as the Hub handle.")
-  classes = {name for name, _ in saved_model_facts.layer_configs(folder)}
-  if "Text>AlbertEncoder" in classes:
+  if "Text>AlbertEncoder" in {name for name, _ in layer_configs}:
     raise HubEncoderError(
         f"{handle!r} is an ALBERT encoder: one Transformer layer shared across depth, which "
         f"adapters per layer cannot be put into. Supported: {SUPPORTED}.")
@@ -240,15 +240,16 @@ def _infer_config(handle, weights):
       embedding_width=int(embedding_width))
 
 
-def _recorded_facts(handle, folder):
-  """The activation and LayerNorm epsilon the SavedModel's layer configs record, or `None`.
+def _recorded_facts(handle, layer_configs):
+  """The activation and LayerNorm epsilon that `layer_configs` (the SavedModel's) record, or
+  `None` where it records none.
 
   Raises:
     HubEncoderError: The configs record an activation or an attention layout the rebuilt
       BERT block does not have.
   """
   activations, epsilons, departures = set(), set(), {}
-  for class_name, config in saved_model_facts.layer_configs(folder):
+  for class_name, config in layer_configs:
     if class_name in (_BLOCK_CLASS,) + _ENCODER_CLASSES:
       for key, expected in _BERT_LAYOUT.items():
         if key in config and config[key] != expected:
