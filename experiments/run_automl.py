@@ -31,6 +31,7 @@ from keras_adapters.baselines import tuner
 from keras_adapters.training import method_comparison
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 _METHODS = (automl.METHOD, tfidf_floor.METHOD)
 
@@ -85,8 +86,8 @@ def main(argv):
   rows = []
   if tfidf_floor.METHOD in FLAGS.methods:
     floor = tfidf_floor.run_tfidf_floor(spec, splits, seed=FLAGS.seed)
-    atomic_io.write_json(os.path.join(results_dir, f"{tfidf_floor.METHOD}.json"),
-                         paths.portable(floor, os.getcwd()))
+    atomic_io.write_json(os.path.join(results_dir, f"{tfidf_floor.METHOD}.json"), paths.portable(
+        dict(floor, **{provenance.KEY: provenance.record()}), os.getcwd()))
     rows.append(tfidf_floor.comparison_row(floor, seed=FLAGS.seed))
     print(f"{tfidf_floor.METHOD}: test {floor['metric']} "
           f"{100 * floor['test'][floor['metric']]:.2f} (C={floor['c']:g} chosen on validation)",

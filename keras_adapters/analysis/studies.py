@@ -40,6 +40,7 @@ from keras_adapters.training import task_runner
 from keras_adapters.training import trainer
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
 FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
@@ -387,8 +388,9 @@ def sem(values: Sequence[float]) -> float:
 
 
 def write_json(path: str, summary: Mapping[str, Any]) -> Dict[str, Any]:
-  """Writes `summary` atomically, without this machine's folders; returns it as written."""
-  summary = paths.portable(summary, os.getcwd())
+  """Writes `summary` atomically, without this machine's folders and with how it was made
+  (`provenance.KEY`); returns it as written."""
+  summary = paths.portable(dict(summary, **{provenance.KEY: provenance.record()}), os.getcwd())
   atomic_io.write_json(path, summary)
   return summary
 

@@ -12,7 +12,8 @@ adapters, LayerNorm-only and top-k keep one base for all tasks (top-k shares its
 layers and stores its top layers per task), so `base + sum of the tasks' trained parameters`
 (their adapters, LayerNorms, layers and heads); full fine-tuning keeps a whole trained model
 per task, `sum of the tasks' trained parameters`; the baselines without BERT likewise store
-one model per task. Totals are also given as multiples of one base.
+one model per task, counted whole (`total_parameters` of their rows: a no-BERT model carries
+its frozen GloVe or USE table). Totals are also given as multiples of one base.
 """
 
 import json
@@ -24,6 +25,7 @@ import numpy as np
 from keras_adapters.analysis import studies
 from keras_adapters.training import method_comparison
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 
 BERT_METHODS = tuple(method_comparison.METHODS)
 # The methods whose tasks share one copy of the base.
@@ -80,7 +82,8 @@ def run_suite(tasks: Sequence[str], results_dir: str,
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison
   suite = dict(build_suite(comparisons),
-               notes={task: notes[task] for task in tasks if task in (notes or {})})
+               notes={task: notes[task] for task in tasks if task in (notes or {})},
+               **{provenance.KEY: provenance.record()})
   atomic_io.write_json(os.path.join(results_dir, SUITE_JSON), suite)
   atomic_io.write_text(os.path.join(results_dir, SUITE_MARKDOWN), markdown_table(suite))
   return suite
@@ -95,7 +98,8 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
   Returns:
     A JSON-ready dict: `tasks` (each task's metric, split and budget), `methods` (the BERT
     methods, then the others in order of appearance), `cells` (task → method → `mean`, `sem`,
-    `seeds`, `scores`, `trainable_parameters`), `average` (method → mean over the tasks that
+    `seeds`, `scores`, `trainable_parameters`, `served_parameters`: all the parameters of a
+    task's own model, frozen ones included), `average` (method → mean over the tasks that
     have it, and how many), `base_parameters` and `serving` (method → `tasks`,
     `total_parameters`, `base_multiple`).
 
@@ -116,7 +120,8 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
   cells = {task: {row["method"]: dict(mean=float(np.mean(row["scores"])),
                                       sem=studies.sem(row["scores"]), seeds=row["seeds"],
                                       scores=row["scores"],
-                                      trainable_parameters=row["trainable_parameters"])
+                                      trainable_parameters=row["trainable_parameters"],
+                                      served_parameters=_served_parameters(row))
                   for row in comparison["rows"]}
            for task, comparison in comparisons.items()}
   average, serving = {}, {}
@@ -126,8 +131,10 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
       continue
     average[method] = dict(mean=float(np.mean([cell["mean"] for cell in present])),
                            tasks=len(present))
-    total = sum(cell["trainable_parameters"] for cell in present) + (
-        base if method in SHARED_BASE_METHODS and base is not None else 0)
+    if method in SHARED_BASE_METHODS:
+      total = sum(cell["trainable_parameters"] for cell in present) + (base or 0)
+    else:
+      total = sum(cell["served_parameters"] for cell in present)
     serving[method] = dict(tasks=len(present), total_parameters=int(total),
                            base_multiple=None if base is None else total / base)
   return dict(
@@ -138,6 +145,13 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
                       "train_examples", "epochs", "max_seq_length", "batch_size")})
              for task, comparison in comparisons.items()],
       methods=methods, cells=cells, average=average, base_parameters=base, serving=serving)
+
+
+def _served_parameters(row: Mapping[str, Any]) -> int:
+  """Parameters a task's own model carries when served: all of them where the row records
+  them (frozen embedding tables included), else its trained ones (a fine-tuned BERT row's
+  are the whole model its mean-pooled head reads; the unused pooler need not be served)."""
+  return row.get("total_parameters") or row["trainable_parameters"]
 
 
 def _base_parameters(comparison) -> Optional[int]:
@@ -176,8 +190,9 @@ def markdown_table(suite: Mapping[str, Any]) -> str:
   base = suite["base_parameters"]
   lines += ["", f"Total params: what serving every task takes, as multiples of one base "
             f"({_count(base)} parameters): the base once plus each task's trained parameters "
-            f"for {', '.join(SHARED_BASE_METHODS)}; each task's own trained model for the "
-            "others (full fine-tuning: a whole model per task)."]
+            f"for {', '.join(SHARED_BASE_METHODS)}; each task's own model, all its parameters "
+            "frozen ones included, for the others (full fine-tuning: a whole model per task; "
+            "no_bert: its network and its GloVe or USE table)."]
   lines += [f"- `{task}`: {note}" for task, note in suite.get("notes", {}).items()]
   return "\n".join(lines) + "\n"
 

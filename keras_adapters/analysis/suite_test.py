@@ -73,6 +73,14 @@ class BuildSuiteTest(tf.test.TestCase):
     self.assertEqual(serving["tfidf_logreg"], dict(tasks=1, total_parameters=16_000,
                                                     base_multiple=0.0008))
 
+  def test_a_model_per_task_counts_its_frozen_tables(self):
+    no_bert = dict(_row("no_bert", [75.0], 700_000, percent=False), total_parameters=21_000_000)
+    comparisons = dict(_COMPARISONS, beta=dict(
+        _COMPARISONS["beta"], rows=_COMPARISONS["beta"]["rows"] + [no_bert]))
+    serving = suite.build_suite(comparisons)["serving"]
+    self.assertEqual(serving["no_bert"], dict(tasks=1, total_parameters=21_000_000,
+                                              base_multiple=1.05))
+
   def test_markdown(self):
     table = suite.markdown_table(self.suite)
     self.assertIn("| alpha | accuracy | 2,000 | 2 | 128 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "

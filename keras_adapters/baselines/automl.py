@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tf_keras as keras
 
@@ -25,6 +25,7 @@ from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import provenance
 
 METHOD = "no_bert"
 SETTINGS_FILE = "search_settings.json"
@@ -60,7 +61,9 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
   """Runs (or resumes) a search, then retrains, tests and exports its best configuration.
 
   A finished run is not repeated: when `results.json` already holds the outcome of the same
-  trials, it is returned as it is.
+  trials, it is returned as it is. A search may be resumed with another `max_trials` (to run
+  more trials); the results' `provenance` lists every session of the search, each with its
+  `max_trials`, so no trial's setting is lost.
 
   Args:
     spec: A classification task with one text field.
@@ -78,7 +81,7 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
     errors.RunFailedError: No trial completed.
   """
   _check_task(spec)
-  _record_settings(model_dir, settings)
+  sessions = _record_settings(model_dir, settings)
   search_space = search_space_lib.SearchSpace(settings.embeddings, settings.max_epochs)
   oracle = tuner_lib.make_oracle(
       settings.oracle, objective=tuner_lib.objective_name(spec),
@@ -104,6 +107,7 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
       task=spec.name, metric=spec.metrics[0], settings=dataclasses.asdict(settings),
       examples={split: len(examples) for split, examples in splits.items()},
       trials=trials, search_seconds=sum(t["seconds"] for t in trials),
+      **{provenance.KEY: sessions},
       best=dict(trial_id=best.trial_id, validation=best.score, epochs=epochs,
                 config=dataclasses.asdict(config)),
       final=_retrain_test_export(
@@ -133,6 +137,8 @@ def comparison_row(results: Mapping[str, Any]) -> Dict[str, Any]:
           "examples.")
   return dict(method=METHOD, seeds=[results["settings"]["seed"]], scores=[score], mean=score,
               sem=0.0, trainable_parameters=final["parameters"]["trainable"],
+              # Serving the model takes its frozen embedding tables too.
+              total_parameters=final["parameters"]["total"],
               trainable_percent_of_base=None, seconds_per_epoch=None,
               search_seconds=results["search_seconds"],
               train_examples=results["examples"]["train"], note=note)
@@ -184,8 +190,13 @@ def _check_task(spec: examples_lib.TaskSpec) -> None:
         f"{list(spec.text_fields)} and labels {spec.label_names}.")
 
 
-def _record_settings(model_dir: str, settings: SearchSettings) -> None:
-  """Writes the settings of a new search; checks those of a resumed one."""
+def _record_settings(model_dir: str, settings: SearchSettings) -> List[Dict[str, Any]]:
+  """Writes the settings of a new search; checks those of a resumed one.
+
+  Returns:
+    Every session of the search so far, this one last: its provenance and `max_trials`, the
+    one setting a resumed search may change.
+  """
   path = os.path.join(model_dir, SETTINGS_FILE)
   current = dataclasses.asdict(settings)
   current["embeddings"] = list(current["embeddings"])
@@ -198,7 +209,15 @@ def _record_settings(model_dir: str, settings: SearchSettings) -> None:
       raise errors.UsageError(
           f"The search in {model_dir} was made with {was}, not {now}. Resume it with its "
           "settings, or pass another model_dir= for a new search.")
-  atomic_io.write_json(path, current)
+  sessions = (recorded or {}).get("sessions")
+  if recorded is not None and sessions is None:
+    # A search begun before sessions were recorded: its setting is known, its command is not.
+    sessions = [dict(max_trials=recorded["max_trials"], command=None,
+                     reason="made before the sessions of a search were recorded")]
+  sessions = (sessions or []) + [
+      dict(provenance.record(), max_trials=settings.max_trials)]
+  atomic_io.write_json(path, dict(current, sessions=sessions))
+  return sessions
 
 
 def _read_json(path: str) -> Optional[Any]:

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shutil
 from unittest import mock
 
 import tensorflow as tf
@@ -63,7 +64,21 @@ class RunAutomlTest(tf.test.TestCase):
                      ("no_bert", [test], test, 0.0))
     self.assertEqual(row["trainable_parameters"],
                      self.results["final"]["parameters"]["trainable"])
+    self.assertEqual(row["total_parameters"], self.results["final"]["parameters"]["total"])
     self.assertIn("random search, 2 trial(s)", row["note"])
+
+  def test_resumed_search_records_every_session(self):
+    model_dir = os.path.join(self.get_temp_dir(), "resumed")
+    shutil.copytree(self.model_dir, model_dir)
+    (first,) = self.results["provenance"]
+    self.assertEqual(first["max_trials"], 2)
+    self.assertIn("commit", first["code"])
+    more = automl.run_automl(testing.TOY_SPEC, self.splits,
+                             dataclasses.replace(self.settings, max_trials=3), model_dir)
+    self.assertLen(more["trials"], 3)
+    # Other tests may have resumed the search with its own settings in between.
+    self.assertEqual(more["provenance"][0], json.loads(json.dumps(first)))
+    self.assertEqual(more["provenance"][-1]["max_trials"], 3)
 
   def test_finished_run_is_not_repeated(self):
     with mock.patch.object(deep_and_wide, "train") as train:

@@ -39,6 +39,7 @@ from keras_adapters.training import distribution
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 from keras_adapters.utils import run_lock
 
 TASK = "squad_v1.1"
@@ -270,6 +271,8 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
     export(model, tokenizer, config, squad_config, export_dir)
     results["export_dir"] = export_dir
   results["total_seconds"] = results.get("total_seconds", 0.0) + time.time() - start
+  # One entry per session that trained, evaluated or exported: a run may span several.
+  results[provenance.KEY] = results.get(provenance.KEY, []) + [provenance.record()]
   if is_chief:
     atomic_io.write_json(results_path, results)
   return results

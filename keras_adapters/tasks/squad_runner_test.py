@@ -107,7 +107,11 @@ class RunSquadTest(tf.test.TestCase):
 
   def test_finished_run_is_exported_and_returned_without_training(self):
     self.assertEqual(self.exported, dict(self.results, export_dir=self.export_dir,
-                                         total_seconds=self.exported["total_seconds"]))
+                                         total_seconds=self.exported["total_seconds"],
+                                         provenance=self.exported["provenance"]))
+    # The export was a session of its own: it adds how it was made to the training's.
+    self.assertEqual(self.exported["provenance"][:-1], self.results["provenance"])
+    self.assertLen(self.results["provenance"], 1)
     with _no_training():
       self.assertEqual(self.run_squad(self.config, self.model_dir, export_dir=self.export_dir),
                        self.exported)

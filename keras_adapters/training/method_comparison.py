@@ -12,6 +12,7 @@ from keras_adapters.training import task_runner
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 # The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
@@ -100,7 +101,8 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
         mean=float(np.mean(scores)), sem=_sem(scores),
         trainable_parameters=runs[0]["parameters"]["trainable"],
         trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
-        seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs]))))
+        seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs])),
+        **{provenance.KEY: provenance.record()}))
     # Written after every method, so a stopped comparison keeps the methods it finished
     # even where its run folders are gone.
     written = _write_summary(results_dir, dict(
@@ -215,7 +217,9 @@ def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split
     identity["data_fingerprints"] = dict(data_fingerprints)
   summary = dict(check_results_dir(results_dir, identity) or dict(rows=[]), **identity)
   methods = {row["method"] for row in rows}
-  summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + list(rows)
+  # Each row keeps the command that made it: a table merges the rows of several commands.
+  summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + [
+      dict(row, **{provenance.KEY: provenance.record()}) for row in rows]
   return _write_summary(results_dir, summary)
 
 
@@ -262,8 +266,9 @@ def _read_summary(results_dir):
 
 def _write_summary(results_dir, summary):
   """Writes comparison.json and .md and returns the summary as written: committed with the
-  repository, it holds no folder of this machine."""
-  summary = paths.portable(summary, os.getcwd())
+  repository, it holds no folder of this machine, and it says how it was last written (each
+  row, how it was made)."""
+  summary = paths.portable(dict(summary, **{provenance.KEY: provenance.record()}), os.getcwd())
   atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
   atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
   return summary
