@@ -674,9 +674,11 @@ def cases() -> Sequence[Case]:
            lambda ws: ws.cli("run_classification.py", "--methods=adapters", "--seeds=abc"),
            expect_cli_error(2, r"error: --seeds=abc: give comma-separated whole numbers"),
            cli=True),
+      # The encoder records its vocab: the larger one is refused as another vocabulary,
+      # before its token ids beyond the encoder's embeddings are counted.
       Case(message, "token ids beyond the encoder's vocabulary", _vocab_beyond_the_encoder,
-           expect_error(ValueError, "makes token ids up to 99, but the base encoder has 64 "
-                        "token embeddings")),
+           expect_error(ValueError, "tokenizes with another vocabulary than the encoder's own "
+                        "wordpiece vocabulary")),
       Case(message, "the encoder passed as the preprocessing model",
            lambda ws: compatibility.load_preprocessor(ws.hub_handle),
            expect_error(ValueError, "is not a TF Hub BERT preprocessing model")),
