@@ -47,6 +47,7 @@ import harness
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import default_model
+from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import task_export
 from keras_adapters.hub import testing as hub_testing
@@ -405,6 +406,17 @@ def _vocab_beyond_the_encoder(ws):
       ws.config, preprocess_handle=handle))
 
 
+def _unknown_words_on_an_encoder_without_vocab(ws):
+  """Trains on texts the preprocessing model does not know, with an encoder read as one that
+  records no vocab (as older exports do): only the [UNK] rate can tell they do not belong."""
+  read = hub_encoder.read_hub_encoder
+  without_vocab = lambda handle: dataclasses.replace(read(handle), tokenizer=None)
+  train = dataclasses.replace(ws.splits["train"],
+                              texts=[["words of another vocabulary"] * len(ws.splits["train"])])
+  with mock.patch.object(hub_encoder, "read_hub_encoder", without_vocab):
+    return ws.rerun(ws.path("unknown_words_run"), splits=dict(ws.splits, train=train))
+
+
 def _truncated_latest_checkpoint(ws):
   """Returns the step the run resumed from after ckpt-3 of a 3-step run was cut short."""
   model_dir = ws.new_dir("truncated")
@@ -682,6 +694,10 @@ def cases() -> Sequence[Case]:
       Case(message, "the encoder passed as the preprocessing model",
            lambda ws: compatibility.load_preprocessor(ws.hub_handle),
            expect_error(ValueError, "is not a TF Hub BERT preprocessing model")),
+      Case(message, "an encoder that records no vocab, and texts its preprocessing model does "
+           "not know", _unknown_words_on_an_encoder_without_vocab,
+           expect_error(errors.UsageError, r"100% of the tokens of the first training texts "
+                        r"are \[UNK\] with hub_handle=.* and preprocess_handle=")),
       Case(message, "a read-only model_dir",
            lambda ws: ws.rerun("/sys/kernel/keras_adapters_run"),
            expect_error(PermissionError, "model_dir='/sys/kernel/keras_adapters_run' cannot be "
