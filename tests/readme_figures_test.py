@@ -1,0 +1,165 @@
+"""Every figure the README quotes from a results file equals the file's value.
+
+The README marks what it quotes with HTML comments, invisible once rendered:
+
+- `<!-- figures: results/airline/analysis/ablation.json -->` names the file that the next
+  figures come from (until the next such marker);
+- `12.3<!-- = runs.full.median_ms / runs.adapters.median_ms - 1 .1% -->` quotes a figure:
+  the text just before the marker (bold `**` aside) must end with the value of the expression
+  over that file's JSON, formatted by the last word (a Python format spec: `.2f`, `,.0f`,
+  `+.2f`, `.1%`). An expression reads keys as names and attributes (`summary.ms.ours`),
+  indexes (`rows[0]`, `scores["0-4"]`), and takes `+ - * /`, `min`, `max`, `abs` and
+  `median`;
+- `<!-- same as results/suite.md -->` says that the lines after it are the file's, verbatim:
+  a generated table, kept whole.
+
+So a rerun that changes a file fails this test until the README says the new figure.
+"""
+
+import ast
+import json
+import operator
+import os
+import re
+import statistics
+from typing import Any, List
+
+import tensorflow as tf
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MARKER = re.compile(r"<!--\s*(figures:|=|same as)\s*(.*?)\s*-->", re.S)
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.Div: operator.truediv}
+_FUNCTIONS = dict(min=min, max=max, abs=abs, median=statistics.median)
+
+
+def evaluate(expression: str, record: Any) -> Any:
+  """The value of `expression` over the JSON `record`, without Python's eval."""
+
+  def value(node):
+    if isinstance(node, ast.Expression):
+      return value(node.body)
+    if isinstance(node, ast.Constant):
+      return node.value
+    if isinstance(node, ast.Name):
+      return record[node.id]
+    if isinstance(node, ast.Attribute):
+      return value(node.value)[node.attr]
+    if isinstance(node, ast.Subscript):
+      return value(node.value)[value(node.slice)]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+      return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+      return -value(node.operand)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS):
+      return _FUNCTIONS[node.func.id](*[value(arg) for arg in node.args])
+    if isinstance(node, (ast.List, ast.Tuple)):
+      return [value(item) for item in node.elts]
+    raise ValueError(f"{ast.dump(node)} is not allowed in a figure's expression")
+
+  return value(ast.parse(expression, mode="eval"))
+
+
+def check(readme: str, repo_dir: str = _REPO) -> List[str]:
+  """Every mismatch between `readme`'s marked figures and their files, as messages.
+
+  Args:
+    readme: The README's text.
+    repo_dir: The folder the markers' paths are relative to.
+
+  Returns:
+    One message per figure or copied block that differs from its file, names a missing file
+    or key, or stands before any `figures:` marker; empty when the README is honest.
+  """
+  errors, record, source = [], None, None
+  lines = readme.splitlines()
+  for match in _MARKER.finditer(readme):
+    kind = match.group(1)
+    argument = " ".join(match.group(2).split())  # A marker may wrap onto the next line.
+    line = readme.count("\n", 0, match.start()) + 1
+    where = f"README.md:{line}"
+    try:
+      if kind == "figures:":
+        source = argument
+        with open(os.path.join(repo_dir, source), encoding="utf-8") as f:
+          record = json.load(f)
+      elif kind == "same as":
+        with open(os.path.join(repo_dir, argument), encoding="utf-8") as f:
+          expected = f.read().rstrip("\n").splitlines()
+        quoted = lines[line:line + len(expected)]
+        if quoted != expected:
+          differing = next(i for i, (a, b) in enumerate(zip(quoted + [""] * len(expected),
+                                                            expected)) if a != b)
+          errors.append(f"{where}: line {line + differing + 1} is "
+                        f"{(quoted + [''])[differing]!r}, {argument} has "
+                        f"{expected[differing]!r}")
+      else:
+        errors += _check_figure(readme[:match.start()], argument, record, source, where)
+    except (OSError, KeyError, IndexError, TypeError, ValueError, SyntaxError) as e:
+      errors.append(f"{where}: {kind} {argument}: {type(e).__name__}: {e}")
+  return errors
+
+
+def _check_figure(before: str, argument: str, record: Any, source: str, where: str):
+  if record is None:
+    return [f"{where}: a figure before any <!-- figures: <file> --> marker"]
+  expression, spec = argument.rsplit(None, 1)
+  expected = format(evaluate(expression, record), spec)
+  # README text writes a minus as U+2212.
+  quoted = before.rstrip("*").replace("\u2212", "-")
+  if quoted.endswith(expected) and not re.search(r"[\d.,]$", quoted[:-len(expected)]):
+    return []
+  return [f"{where}: the README says {quoted[-12:]!r} where {source} gives {expected!r} "
+          f"({expression})"]
+
+
+class ReadmeFiguresTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    with open(os.path.join(_REPO, "README.md"), encoding="utf-8") as f:
+      self.readme = f.read()
+
+  def test_every_quoted_figure_equals_its_file(self):
+    self.assertEqual(check(self.readme), [])
+
+  def test_the_readme_quotes_its_results(self):
+    markers = [kind for kind, _ in _MARKER.findall(self.readme)]
+    self.assertGreaterEqual(markers.count("="), 80)
+    self.assertGreaterEqual(markers.count("same as"), 3)
+
+  def test_a_changed_figure_fails(self):
+    folder = self.create_tempdir().full_path
+    os.makedirs(os.path.join(folder, "bench"))
+    with open(os.path.join(folder, "bench", "speed.json"), "w", encoding="utf-8") as f:
+      json.dump(dict(runs=[dict(median_ms=854.9), dict(median_ms=1076.9)]), f)
+    with open(os.path.join(folder, "table.md"), "w", encoding="utf-8") as f:
+      f.write("| a | b |\n|---|---|\n| 1 | 2 |\n")
+    honest = ("<!-- figures: bench/speed.json -->A step takes **855<!-- = runs[0].median_ms "
+              ".0f -->** ms, **0.79<!-- = runs[0].median_ms / runs[1].median_ms .2f -->** of "
+              "a full one, 20.6%<!-- = 1 - runs[0].median_ms / runs[1].median_ms .1% --> "
+              "less.\n<!-- same as table.md -->\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    self.assertEqual(check(honest, folder), [])
+    for old, new, message in (
+        ("**855<", "**854<", "says ' takes **854' where bench/speed.json gives '855'"),
+        ("**855<", "**1855<", "gives '855'"),
+        ("0.79<", "0.80<", "gives '0.79'"),
+        ("20.6%<", "21%<", "gives '20.6%'"),
+        ("| 1 | 2 |\n", "| 1 | 3 |\n", "line 5 is '| 1 | 3 |', table.md has '| 1 | 2 |'"),
+        ("median_ms .0f", "p90_ms .0f", "KeyError"),
+        ("speed.json -->A", "slow.json -->A", "FileNotFoundError")):
+      tampered = honest.replace(old, new, 1)
+      self.assertNotEqual(tampered, honest)
+      (error,) = check(tampered, folder)
+      self.assertIn(message, error)
+
+  def test_expressions_are_not_python(self):
+    with self.assertRaisesRegex(ValueError, "not allowed"):
+      evaluate("__import__('os').getcwd()", {})
+    self.assertEqual(evaluate('median(a["x-y"]) * 2 - b[1]', {"a": {"x-y": [1, 5, 3]},
+                                                             "b": [0, 1]}), 5)
+
+
+if __name__ == "__main__":
+  tf.test.main()
