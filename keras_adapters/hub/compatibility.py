@@ -218,9 +218,10 @@ def check_unknown_tokens(preprocessor, texts: Iterable[str], encoder_config: Map
         f"hub_handle={hub_handle!r}, whose vocabulary has {encoder_config['vocab_size']} "
         "tokens: the preprocessing model is not the encoder's. Pass the one that comes with "
         "the encoder.")
-  if unknown_id is None:
+  texts = list(itertools.islice(texts, UNKNOWN_RATE_TEXTS))
+  if unknown_id is None or not texts:
     return  # A vocabulary with cuneiform, or bytes for unknown characters: no [UNK] to count.
-  ids = _ids(preprocessor.tokenize, list(itertools.islice(texts, UNKNOWN_RATE_TEXTS)))
+  ids = _ids(preprocessor.tokenize, texts)
   rate = np.mean(ids == unknown_id) if ids.size else 0.0
   message = (f"{rate:.0%} of the tokens of the first training texts are [UNK] with "
              f"hub_handle={hub_handle!r} and preprocess_handle={preprocess_handle!r}")
