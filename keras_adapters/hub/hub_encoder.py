@@ -10,6 +10,7 @@ anything uses it, the rebuilt encoder is run beside the Hub model on a padded tw
 and must give the same outputs, or the handle is refused naming what differs.
 """
 
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -126,6 +127,12 @@ def read_hub_encoder(handle):
   # Several models around one base read it once per process; the modification time keys the
   # cache so a SavedModel rewritten in place is read again.
   stamp = os.path.getmtime(saved_model_pb) if os.path.isfile(saved_model_pb) else None
+  if tf.distribute.has_strategy():
+    # Inside a distribution scope the SavedModel's variables would be created distributed and
+    # calling it (the parity check) would run cross-worker ops. The scope holds for its own
+    # thread only: read in a thread of its own, which yields plain values.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+      return pool.submit(_read_hub_encoder, handle, stamp).result()
   return _read_hub_encoder(handle, stamp)
 
 
@@ -308,8 +315,9 @@ def _prove_parity(handle, loaded, architecture, weights, facts):
   measured = []
   for candidate in candidates:
     config = {**architecture, **candidate}
-    encoder = adapted_bert_encoder.AdaptedBertEncoder(**config, name="bert_encoder")
-    copy_weights(encoder, HubEncoderWeights(handle, config, weights, fingerprint=""))
+    with tf.variable_creator_scope(_from_zeros):
+      encoder = adapted_bert_encoder.AdaptedBertEncoder(**config, name="bert_encoder")
+      copy_weights(encoder, HubEncoderWeights(handle, config, weights, fingerprint=""))
     output, difference = max_difference(expected, encoder(inputs, training=False))
     if difference <= PARITY_TOLERANCE:
       return config, difference
@@ -320,6 +328,18 @@ def _prove_parity(handle, loaded, architecture, weights, facts):
       f"The encoder rebuilt from {handle!r} {source} does not reproduce the Hub model "
       f"(tolerance {PARITY_TOLERANCE:g}, relative): {'; '.join(measured)}. Refusing it "
       f"rather than serving a near-miss. Supported: {SUPPORTED}.")
+
+
+def _from_zeros(next_creator, **kwargs):
+  """A variable creator that starts every variable at zeros rather than its initializer.
+
+  The probe's encoder gets the Hub weights at once; drawing its random initial values would
+  advance the seed generator (`keras.utils.set_random_seed`), so a model built after reading
+  a base would start from other weights than one built with the base already read.
+  """
+  if kwargs.get("shape") is not None and kwargs.get("dtype") is not None:
+    kwargs["initial_value"] = tf.zeros(kwargs["shape"], kwargs["dtype"])
+  return next_creator(**kwargs)
 
 
 def probe_inputs(config, batch_size=2, seq_length=8):

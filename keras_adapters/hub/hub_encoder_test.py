@@ -7,6 +7,7 @@ from unittest import mock
 
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 
 from official.nlp.configs import encoders
 
@@ -44,6 +45,30 @@ class HubEncoderTest(tf.test.TestCase):
     self.assertEqual(hub_encoder.fingerprint(weights), self.hub_weights.fingerprint)
     weights["pooler_transform/bias"] = weights["pooler_transform/bias"] + 1e-6
     self.assertNotEqual(hub_encoder.fingerprint(weights), self.hub_weights.fingerprint)
+
+  def test_reading_a_base_leaves_the_random_seed_stream_alone(self):
+    """The parity check builds an encoder; a model seeded the same way starts from the same
+    weights whether or not it read its base first (the cache was cold or warm), and whether
+    it reads it inside a distribution scope (in a thread of its own) or not."""
+    def dense_after(read):
+      keras.utils.set_random_seed(3)
+      read()
+      layer = keras.layers.Dense(3)
+      layer.build((None, 4))
+      return layer.kernel.numpy()
+
+    def cold_read():
+      hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+      hub_encoder.read_hub_encoder(self.handle)
+
+    def read_in_scope():
+      hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+      with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        hub_encoder.read_hub_encoder(self.handle)
+
+    unread = dense_after(lambda: None)
+    self.assertAllEqual(dense_after(cold_read), unread)
+    self.assertAllEqual(dense_after(read_in_scope), unread)
 
   def test_missing_handle_is_a_clear_error(self):
     """A path that does not exist names itself and the kinds of handle accepted."""
