@@ -226,8 +226,7 @@ def peak_rss_mib() -> float:
 def write_record(path: str, record: Mapping[str, Any]) -> None:
   """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
   or as handles (`paths.portable`) and how it was made (`provenance.KEY`)."""
-  record = dict(record, **{provenance.KEY: provenance.record()})
-  atomic_io.write_json(path, paths.portable(record, _REPO_DIR))
+  atomic_io.write_json(path, paths.portable(provenance.stamped(record), _REPO_DIR))
 
 
 def machine_info() -> Dict[str, Any]:

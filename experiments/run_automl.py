@@ -87,7 +87,7 @@ def main(argv):
   if tfidf_floor.METHOD in FLAGS.methods:
     floor = tfidf_floor.run_tfidf_floor(spec, splits, seed=FLAGS.seed)
     atomic_io.write_json(os.path.join(results_dir, f"{tfidf_floor.METHOD}.json"), paths.portable(
-        dict(floor, **{provenance.KEY: provenance.record()}), os.getcwd()))
+        provenance.stamped(floor), os.getcwd()))
     rows.append(tfidf_floor.comparison_row(floor, seed=FLAGS.seed))
     print(f"{tfidf_floor.METHOD}: test {floor['metric']} "
           f"{100 * floor['test'][floor['metric']]:.2f} (C={floor['c']:g} chosen on validation)",

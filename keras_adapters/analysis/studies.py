@@ -390,7 +390,7 @@ def sem(values: Sequence[float]) -> float:
 def write_json(path: str, summary: Mapping[str, Any]) -> Dict[str, Any]:
   """Writes `summary` atomically, without this machine's folders and with how it was made
   (`provenance.KEY`); returns it as written."""
-  summary = paths.portable(dict(summary, **{provenance.KEY: provenance.record()}), os.getcwd())
+  summary = paths.portable(provenance.stamped(summary), os.getcwd())
   atomic_io.write_json(path, summary)
   return summary
 

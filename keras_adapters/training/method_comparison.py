@@ -219,7 +219,7 @@ def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split
   methods = {row["method"] for row in rows}
   # Each row keeps the command that made it: a table merges the rows of several commands.
   summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + [
-      dict(row, **{provenance.KEY: provenance.record()}) for row in rows]
+      provenance.stamped(row) for row in rows]
   return _write_summary(results_dir, summary)
 
 
@@ -268,7 +268,7 @@ def _write_summary(results_dir, summary):
   """Writes comparison.json and .md and returns the summary as written: committed with the
   repository, it holds no folder of this machine, and it says how it was last written (each
   row, how it was made)."""
-  summary = paths.portable(dict(summary, **{provenance.KEY: provenance.record()}), os.getcwd())
+  summary = paths.portable(provenance.stamped(summary), os.getcwd())
   atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
   atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
   return summary

@@ -3,7 +3,7 @@
 Every writer of a committed record stores `record()` under `KEY`, so that a figure can be
 traced to the command and the commit that produced it and rerun:
 
-  atomic_io.write_json(path, dict(results, **{provenance.KEY: provenance.record()}))
+  atomic_io.write_json(path, provenance.stamped(results))
 """
 
 import datetime
@@ -11,7 +11,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 KEY = "provenance"
 
@@ -22,6 +22,11 @@ PACKAGES = ("tensorflow", "tf-keras", "tf-models-official", "tensorflow-hub",
             "tensorflow-text", "keras-tuner", "numpy")
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def stamped(values: Mapping[str, Any]) -> Dict[str, Any]:
+  """`values` with this process's `record()` under `KEY`."""
+  return dict(values, **{KEY: record()})
 
 
 def record(argv: Optional[Sequence[str]] = None, repo_dir: str = REPO_DIR,

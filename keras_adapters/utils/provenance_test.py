@@ -24,6 +24,11 @@ class ProvenanceTest(tf.test.TestCase):
     self.assertRegex(record["code"]["commit"], r"^[0-9a-f]{40}$")
     self.assertIsInstance(record["code"]["clean"], bool)
 
+  def test_stamped_adds_the_record_under_its_key(self):
+    stamped = provenance.stamped(dict(score=1.5))
+    self.assertEqual(stamped["score"], 1.5)
+    self.assertEqual(set(stamped[provenance.KEY]), {"command", "code", "packages", "date_utc"})
+
   def test_program_outside_the_repository_is_kept(self):
     self.assertEqual(provenance.command_line(["/usr/bin/pytest", "-q"]), "/usr/bin/pytest -q")
     self.assertIsNone(provenance.command_line([]))
