@@ -129,6 +129,13 @@ class ReadmeFiguresTest(tf.test.TestCase):
     self.assertGreaterEqual(markers.count("="), 80)
     self.assertGreaterEqual(markers.count("same as"), 3)
 
+  def test_the_issue_23_corrections_would_be_caught(self):
+    """The README's old figures, put back, each fail the check."""
+    for new, old in (("14%<!--", "12%<!--"), ("7.4%<!--", "8%<!--"), ("1.68<!--", "1.7<!--"),
+                     ("7.09<!--", "3.17<!--"), ("−2.53<!--", "−0.7<!--")):
+      self.assertIn(new, self.readme)
+      self.assertLen(check(self.readme.replace(new, old, 1)), 1)
+
   def test_a_changed_figure_fails(self):
     folder = self.create_tempdir().full_path
     os.makedirs(os.path.join(folder, "bench"))
