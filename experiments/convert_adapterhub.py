@@ -14,7 +14,7 @@ From an adapter artifact (trained here) to AdapterHub, which loads it with
       --from_artifact=runs/airline/export/adapters --to_adapterhub=airline_adapterhub
 
 Both sides run on the same released base (the embedded default all-MiniLM-L6-v2 unless
---hub_handle names another); the adapters, their placement options and the classification
+--base_handle names another); the adapters, their placement options and the classification
 head move exactly.
 """
 
@@ -36,12 +36,12 @@ flags.DEFINE_string("from_artifact", None,
                     "An adapter artifact (written by this library's CLIs or save_adapters) to "
                     "convert to --to_adapterhub.")
 flags.DEFINE_string("to_adapterhub", None, "The AdapterHub adapter folder to write.")
-flags.DEFINE_string("hub_handle", None,
+flags.DEFINE_string("base_handle", None,
                     "The base's TF Hub encoder; default: the embedded default (from AdapterHub) "
                     "or the base the artifact records (to AdapterHub).")
-flags.DEFINE_string("preprocess_handle", None,
+flags.DEFINE_string("base_preprocess_handle", None,
                     "From AdapterHub: the base's preprocessing model, recorded in the artifact; "
-                    "default: the embedded default's (needed with --hub_handle).")
+                    "default: the embedded default's (needed with --base_handle).")
 flags.DEFINE_list("text_fields", ["text"],
                   "From AdapterHub: the task's text inputs, one or two (a sentence pair).")
 flags.DEFINE_integer("seq_length", 128, "From AdapterHub: the length texts are packed to.")
@@ -60,12 +60,12 @@ FLAGS = flags.FLAGS
 
 def from_adapterhub():
   """Converts --from_adapterhub to the artifact --to_artifact; returns the task model."""
-  if FLAGS.hub_handle and not FLAGS.preprocess_handle:
-    raise app.UsageError("--hub_handle names another base than the default: give its "
-                         "preprocessing model too, --preprocess_handle.")
-  model = adapterhub.load_adapterhub(FLAGS.from_adapterhub, base_handle=FLAGS.hub_handle)
+  if FLAGS.base_handle and not FLAGS.base_preprocess_handle:
+    raise app.UsageError("--base_handle names another base than the default: give its "
+                         "preprocessing model too, --base_preprocess_handle.")
+  model = adapterhub.load_adapterhub(FLAGS.from_adapterhub, base_handle=FLAGS.base_handle)
   preprocessing = adapter_artifact.PreprocessingConfig(
-      FLAGS.preprocess_handle or default_model.default_preprocess_handle(),
+      FLAGS.base_preprocess_handle or default_model.default_preprocess_handle(),
       tuple(FLAGS.text_fields), FLAGS.seq_length)
   saving.save_adapters(model, FLAGS.to_artifact, label_names=model.head_config.label_names,
                        preprocessing=preprocessing, overwrite=FLAGS.overwrite,
@@ -76,7 +76,7 @@ def from_adapterhub():
 
 def to_adapterhub():
   """Converts the artifact --from_artifact to the AdapterHub folder --to_adapterhub."""
-  model = saving.load_task_model(FLAGS.from_artifact, base_handle=FLAGS.hub_handle)
+  model = saving.load_task_model(FLAGS.from_artifact, base_handle=FLAGS.base_handle)
   return adapterhub.save_adapterhub(model, FLAGS.to_adapterhub, model_name=FLAGS.model_name,
                                     layer_norms=FLAGS.layer_norms, overwrite=FLAGS.overwrite)
 

@@ -74,8 +74,8 @@ class ConvertAdapterHubTest(tf.test.TestCase):
       if name == "own_layer_norms_post_add":
         source = adapterhub.save_adapterhub(models[name], os.path.join(root, "adapterhub"),
                                             model_name="tiny-bert")
-        _convert(from_adapterhub=source, to_artifact=artifacts[name], hub_handle=handle,
-                 preprocess_handle=preprocessing.handle, seq_length=preprocessing.seq_length)
+        _convert(from_adapterhub=source, to_artifact=artifacts[name], base_handle=handle,
+                 base_preprocess_handle=preprocessing.handle, seq_length=preprocessing.seq_length)
       else:
         saving.save_adapters(models[name], artifacts[name], preprocessing=preprocessing,
                              label_names=["a", "b", "c"])
