@@ -32,6 +32,7 @@ import keras_adapters
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 
 _DEFAULT_BASE = "default_base"
 _SENTENCES = ("This is an example sentence", "Short.",
@@ -77,7 +78,12 @@ def main(argv):
         inputs = hub_encoder.probe_inputs(hub_encoder.read_hub_encoder(handle).config,
                                           batch_size=3, seq_length=12)
       results[name] = differences(handle, inputs)
-  atomic_io.write_json(FLAGS.output, dict(encoders=results))
+  variants = [row for name, row in results.items() if name != _DEFAULT_BASE]
+  # The largest difference of any output at any position over the Model Garden variants.
+  variants_max = max((max(row["real_tokens"], row["padded_positions"], row["pooled_output"])
+                      for row in variants), default=None)
+  atomic_io.write_json(FLAGS.output, provenance.stamped(
+      dict(encoders=results, variants_max=variants_max)))
   print("| encoder | activation read | max diff, real tokens | padded positions | pooled | "
         "largest output |\n|---|---|---|---|---|---|")
   for name, row in results.items():

@@ -38,7 +38,9 @@ class BaseLimitsTest(tf.test.TestCase):
     self.assertFalse(os.path.exists(export_dir))
 
   def test_token_ids_beyond_the_vocabulary_are_refused(self):
-    """A preprocessing model of a 100-wordpiece vocab for a 64-embedding encoder."""
+    """A preprocessing model of a 100-wordpiece vocab for a 64-embedding encoder: refused
+    before training as another vocabulary than the one the encoder records (for encoders
+    that record none, compatibility_test checks the ids against the embeddings)."""
     root = self.create_tempdir().full_path
     vocab = os.path.join(root, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
@@ -47,9 +49,9 @@ class BaseLimitsTest(tf.test.TestCase):
         vocab, os.path.join(root, "preprocess"), default_seq_length=16)
     spec, splits = testing.colour_task()
     model_dir = os.path.join(root, "run")
-    with self.assertRaisesRegex(ValueError, "makes token ids up to 99, but the base encoder has "
-                                "64 token embeddings: ids from 64 on have none. Pass the "
-                                "preprocessing model built from the encoder's own vocabulary"):
+    with self.assertRaisesRegex(ValueError, "tokenizes with another vocabulary than the "
+                                "encoder's own wordpiece vocabulary .*Pass the preprocessing "
+                                "model that comes with the encoder"):
       task_runner.run_task(spec, splits, testing.run_config(preprocess_handle=handle),
                            model_dir)
     self.assertFalse(os.path.exists(model_dir))

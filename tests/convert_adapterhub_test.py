@@ -58,16 +58,16 @@ class ConvertAdapterHubTest(tf.test.TestCase):
             self.assertAllEqual(ours[key], value, msg=key)
 
   def test_placements_serve_through_one_multitask_savedmodel(self):
-    """A task per AdapterHub preset and one with most other options, each with a two-layer
-    head on the first token (one converted from AdapterHub by the CLI, the others saved
-    here), served together from one multi-task SavedModel: each task's signature answers as
-    its own model. (Every placement is routed exactly in task_routing_test.)"""
+    """A task per placement (AdapterHub's three presets and the combinations that set every
+    other option), each with a two-layer head on the first token (one converted from
+    AdapterHub by the CLI, the others saved here), served together from one multi-task
+    SavedModel: each task's signature answers as its own model."""
     root = self.create_tempdir().full_path
     handle = hub_testing.tiny_hub_handle()
     preprocessing = adapter_artifact.PreprocessingConfig(
         hub_testing.tiny_preprocess_handle(), ("text",), 16)
     artifacts, models = {}, {}
-    for seed, name in enumerate(("houlsby", "pfeiffer", "parallel", "own_layer_norms_post_add")):
+    for seed, name in enumerate(testing.PLACEMENT_VARIANTS):
       options = testing.PLACEMENT_VARIANTS[name]
       models[name] = adapterhub_test.random_task_model(handle, options, seed=seed)
       artifacts[name] = os.path.join(root, name)

@@ -79,11 +79,14 @@ class ErrorMessagesTest(tf.test.TestCase):
              "--adapter_init_stddev=-0.5"])
       with self.assertRaises(ValueError) as raised:
         common_flags.run_config_from_flags()
-    with self.assertRaisesRegex(ValueError, "init_stddev must be a number >= 0"):
+    with self.assertRaisesRegex(ValueError, "init_stddev must be a finite number >= 0"):
       adapter_config.AdapterConfig(init_stddev=-0.5)
     self.assertEqual(cli.flag_message(str(raised.exception)),
-                     "--adapter_init_stddev=-0.5: init_stddev must be a number >= 0, got -0.5.")
-    with self.assertRaisesRegex(ValueError, r"^adapter_init_stddev=nan: must be finite\.$"):
+                     "--adapter_init_stddev=-0.5: init_stddev must be a finite number >= 0 "
+                     "(0: identity adapters), got -0.5.")
+    with self.assertRaisesRegex(ValueError, r"^adapter_init_stddev=nan: init_stddev must be a "
+                                            r"finite number >= 0 \(0: identity adapters\), "
+                                            r"got nan\.$"):
       testing.run_config(adapter_init_stddev=float("nan"))
 
   def test_library_arguments_are_shown_as_typed_flags(self):
