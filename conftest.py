@@ -6,8 +6,14 @@ two-replica job on one machine. Single-device code is unaffected: it runs on the
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Tests name fixed folders under absl's test folder: each pytest-xdist worker gets its own,
+# set before absl reads it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+  os.environ["TEST_TMPDIR"] = os.path.join(
+      tempfile.gettempdir(), f"absl_testing_{os.environ['PYTEST_XDIST_WORKER']}")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
