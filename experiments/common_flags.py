@@ -11,6 +11,7 @@ from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
+from keras_adapters.training import precision
 from keras_adapters.training import task_runner
 from keras_adapters.utils import errors
 
@@ -56,6 +57,14 @@ def define_run_flags(learning_rate=3e-4, epochs=3.0):
   flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
                     "tf.distribute strategy.")
   flags.DEFINE_string("tpu", None, "TPU name or address ('local' for a TPU VM).")
+  flags.DEFINE_enum("mixed_precision", None, list(precision.PRECISIONS),
+                    "Compute dtype of the Keras mixed-precision policy; variables, LayerNorms, "
+                    "softmax, logits and loss stay float32. Default: bfloat16 with "
+                    "--strategy=tpu, else float32.")
+  flags.DEFINE_bool("jit_compile", None,
+                    "XLA-compile the training and evaluation steps, with every batch padded to "
+                    "--max_seq_length (static shapes). Default: on with --strategy=tpu, else "
+                    "off.")
 
 
 def validate_number_list(name, parse, minimum, example):
@@ -123,6 +132,7 @@ def run_config_from_flags(**overrides):
       epochs=values.epochs, batch_size=values.batch_size, max_seq_length=values.max_seq_length,
       seed=values.seed, weight_decay=values.weight_decay,
       checkpoint_every_steps=values.checkpoint_every_steps, strategy=values.strategy,
-      tpu=values.tpu, adapter_config=_json_object("adapter_config", values.adapter_config))
+      tpu=values.tpu, mixed_precision=values.mixed_precision,
+      jit_compile=values.jit_compile, adapter_config=_json_object("adapter_config", values.adapter_config))
   config.update(overrides)
   return task_runner.RunConfig(**config)

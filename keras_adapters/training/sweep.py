@@ -150,9 +150,10 @@ def check_run_config(results: Mapping[str, Any], config: task_runner.RunConfig,
 
 def _changed_fields(results: Mapping[str, Any], config: task_runner.RunConfig) -> List[str]:
   recorded = results["config"]
-  return [f"{field} (recorded {recorded.get(field)!r}, asked {value!r})"
-          for field, value in dataclasses.asdict(config).items()
-          if field not in task_runner.EXECUTION_FIELDS and recorded.get(field) != value]
+  return [f"{field} (recorded {task_runner.recorded_setting(recorded, field)!r}, asked "
+          f"{value!r})" for field, value in dataclasses.asdict(config).items()
+          if field not in task_runner.EXECUTION_FIELDS
+          and task_runner.recorded_setting(recorded, field) != value]
 
 
 def rerun_finished(spec: examples_lib.TaskSpec,

@@ -40,6 +40,7 @@ from keras_adapters.tasks import features
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
+from keras_adapters.training import precision
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import run_lock
@@ -50,6 +51,9 @@ _RUN_FORMAT_VERSION = 1
 # RunConfig fields that say how a run executes, not what it learns: a run may resume under
 # other values (resumption is exact whatever the checkpoint interval).
 EXECUTION_FIELDS = ("strategy", "tpu", "checkpoint_every_steps")
+# RunConfig fields added after runs were first recorded, with the value every run recorded
+# before them had.
+_FIELDS_ADDED_LATER = dict(mixed_precision="float32", jit_compile=False)
 
 
 class RunSettingsError(ValueError):
@@ -80,6 +84,10 @@ class RunConfig:
   checkpoint_every_steps: int = 200
   strategy: str = "default"
   tpu: Optional[str] = None
+  # `None` is what the strategy implies: bfloat16 and XLA on TPUs (the Model Garden's TPU
+  # recipe), float32 and no XLA elsewhere.
+  mixed_precision: Optional[str] = None
+  jit_compile: Optional[bool] = None
   # `AdapterConfig` fields beyond the ones above (placement, residual and LayerNorm options
   # under AdapterHub's names, activation, reduction_factor, leave_out).
   adapter_config: Optional[Dict[str, Any]] = None
@@ -91,6 +99,14 @@ class RunConfig:
     _check_choice("tuning", self.tuning, tuning_lib.TUNING_POLICIES)
     _check_choice("pooling", self.pooling, classifier.POOLINGS)
     _check_choice("strategy", str(self.strategy).lower(), distribution.STRATEGIES)
+    on_tpu = str(self.strategy).lower() == "tpu"
+    if self.mixed_precision is None:
+      object.__setattr__(self, "mixed_precision", "bfloat16" if on_tpu else "float32")
+    _check_choice("mixed_precision", self.mixed_precision, precision.PRECISIONS)
+    if self.jit_compile is None:
+      object.__setattr__(self, "jit_compile", on_tpu)
+    if not isinstance(self.jit_compile, bool):
+      raise ValueError(f"jit_compile must be True or False, got {self.jit_compile!r}.")
     for name in ("learning_rate", "epochs"):
       _check_number(name, getattr(self, name), above=0.0)
     _check_adapter_init_stddev(self.adapter_init_stddev)
@@ -435,9 +451,16 @@ def _differences(recorded: Mapping[str, Any], asked: Mapping[str, Any]) -> List[
     differences.append("another base encoder (its weights differ)")
   recorded_config = recorded.get("config", {})
   for name, value in asked["config"].items():
-    if recorded_config.get(name) != value:
-      differences.append(f"{name}={recorded_config.get(name)!r} there, {name}={value!r} now")
+    if recorded_setting(recorded_config, name) != value:
+      differences.append(f"{name}={recorded_setting(recorded_config, name)!r} there, "
+                         f"{name}={value!r} now")
   return differences
+
+
+def recorded_setting(recorded_config: Mapping[str, Any], name: str) -> Any:
+  """The value of RunConfig field `name` in a recorded config; for a field added after that
+  record was written, the value every run had then."""
+  return recorded_config.get(name, _FIELDS_ADDED_LATER.get(name))
 
 
 def _scored(results: Mapping[str, Any], name: str, fingerprint: str) -> bool:

@@ -30,7 +30,18 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
   its own run counter to the checkpoint, numbers checkpoints by it and ends the process
   itself. A multi-worker run keeps the signals' default: one worker alone stopping would
   leave the others waiting in a collective; it resumes from its last periodic checkpoint);
-* progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`.
+* progress goes to a `keras.utils.Progbar` and to TensorBoard under `model_dir/summaries`;
+* a model built under Keras' `mixed_float16` policy gets dynamic loss scaling (the Model
+  Garden's `performance.configure_optimizer`, a `LossScaleOptimizer`): the loss is scaled
+  before differentiation, the gradients unscaled before the all-reduce and the global-norm
+  clipping, and a step whose scaled gradients overflowed is skipped while the scale drops, as
+  Keras does; such a step counts as divergence only once the scale is below 1, where the
+  unscaled gradients themselves overflow. `mixed_bfloat16` needs no scaling;
+* `jit_compile=True` compiles each replica's forward and backward pass with XLA (what TPUs do
+  to every step). XLA compiles one program per input shape, so give it batches of one shape
+  (padded to the maximum length, the last partial batch dropped). The cross-replica sum, the
+  clipping and the optimiser update stay outside the compiled function, so that they work
+  under any strategy.
 
 With `MultiWorkerMirroredStrategy` on several workers (configured by `TF_CONFIG`), every
 worker runs the same loop and saves at the same steps, as collective ops require, but only the
@@ -56,6 +67,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from official.modeling import performance
 from keras_adapters.training import optimization
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -163,7 +175,8 @@ class Trainer:
                eval_every_steps: Optional[int] = None,
                log_every_steps: int = 100,
                progress_bar: bool = True,
-               deterministic: bool = False):
+               deterministic: bool = False,
+               jit_compile: bool = False):
     """Initialises the trainer; nothing is built before `train()`.
 
     Args:
@@ -198,6 +211,7 @@ class Trainer:
         process-global and stays on after training: ops without a deterministic kernel then
         raise, and some GPU kernels get slower. Not needed on CPU for dense models, whose
         kernels are deterministic already.
+      jit_compile: Whether to compile the forward and backward pass with XLA.
 
     Raises:
       TypeError: If a callable or the training data has the wrong type.
@@ -243,6 +257,7 @@ class Trainer:
     self._log_every_steps = int(log_every_steps)
     self._progress_bar = progress_bar
     self._deterministic = deterministic
+    self._jit_compile = bool(jit_compile)
     self.model = None
 
   def train(self) -> TrainResult:
@@ -317,6 +332,10 @@ class Trainer:
       if not model.trainable_variables:
         raise ValueError("The model has no trainable variables: nothing to train.")
       optimizer = optimization.create_optimizer(**self._optimizer_args)
+      # Read before wrapping: a LossScaleOptimizer does not forward it.
+      self._clip_norm = optimizer.gradient_clip_norm
+      self._loss_scaling = model.compute_dtype == "float16"
+      optimizer = performance.configure_optimizer(optimizer, use_float16=self._loss_scaling)
     self.model = model
     self._optimizer = optimizer
     # Completed steps, and where the data stands: the epoch and the batches consumed in it.
@@ -336,6 +355,9 @@ class Trainer:
     self._manager = self._new_manager()
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
     self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
+    self._loss_and_gradients = tf.function(self._replica_loss_and_gradients,
+                                           jit_compile=self._jit_compile,
+                                           reduce_retracing=True)
     self._writers = {
         kind: tf.summary.create_file_writer(os.path.join(self._write_dir, SUMMARIES_DIR, kind))
         for kind in ("train", "eval")}
@@ -462,6 +484,24 @@ class Trainer:
 
   def _replica_step(self, features, labels) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The step on one replica's share of the batch."""
+    replica_context = tf.distribute.get_replica_context()
+    # The global batch is counted rather than taken from a static shape, so that a short last
+    # batch, split unevenly over the replicas, is still averaged correctly. int32: TPUs cannot
+    # all-reduce int64.
+    num_examples = replica_context.all_reduce(
+        tf.distribute.ReduceOp.SUM, tf.shape(tf.nest.flatten(labels)[0])[0])
+    loss, grads = self._loss_and_gradients(features, labels, num_examples)
+    # Sum over the replicas first, then clip the global batch's gradient: the optimiser's own
+    # clipping acts on each replica's share, so N replicas would not train as one device.
+    grads = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, grad_norm = tf.clip_by_global_norm(grads, self._clip_norm)
+    self._optimizer.apply_gradients(zip(grads, self.model.trainable_variables),
+                                    experimental_aggregate_gradients=False)
+    return loss, grad_norm, num_examples
+
+  def _replica_loss_and_gradients(self, features, labels,
+                                  num_examples: tf.Tensor) -> Tuple[tf.Tensor, list]:
+    """The replica's share of the global batch's mean loss, and its gradient (unscaled)."""
     variables = self.model.trainable_variables
     # Watching only the trainable variables keeps the tape from recording the frozen ones.
     with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -471,22 +511,17 @@ class Trainer:
       if per_example_loss.shape.rank == 0:
         raise ValueError("loss_fn must return one loss per example (shape [batch]), got a "
                          "scalar: use reduction=keras.losses.Reduction.NONE.")
-      # The global batch is counted rather than taken from a static shape, so that a short
-      # last batch, split unevenly over the replicas, is still averaged correctly. int32:
-      # TPUs cannot all-reduce int64.
-      num_examples = tf.distribute.get_replica_context().all_reduce(
-          tf.distribute.ReduceOp.SUM, tf.shape(per_example_loss)[0])
-      loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=num_examples)
+      # float32 whatever the compute dtype: a float16 mean of many losses loses digits.
+      loss = tf.nn.compute_average_loss(tf.cast(per_example_loss, tf.float32),
+                                        global_batch_size=num_examples)
       if self.model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
-    grads = tape.gradient(loss, variables)
-    # Sum over the replicas first, then clip the global batch's gradient: the optimiser's own
-    # clipping acts on each replica's share, so N replicas would not train as one device.
-    grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
-    grads, grad_norm = tf.clip_by_global_norm(grads, self._optimizer.gradient_clip_norm)
-    self._optimizer.apply_gradients(zip(grads, variables),
-                                    experimental_aggregate_gradients=False)
-    return loss, grad_norm, num_examples
+        loss += tf.nn.scale_regularization_loss(
+            tf.add_n([tf.cast(term, tf.float32) for term in self.model.losses]))
+      scaled_loss = self._optimizer.get_scaled_loss(loss) if self._loss_scaling else loss
+    grads = tape.gradient(scaled_loss, variables)
+    if self._loss_scaling:
+      grads = self._optimizer.get_unscaled_gradients(grads)
+    return loss, grads
 
   def _train_loop(self, start_step: int, stop: list) -> TrainResult:
     """Trains from `start_step` to the end; saves, evaluates and logs on the way; stops
@@ -508,7 +543,10 @@ class Trainer:
       loss, grads_finite = float(loss_t), math.isfinite(float(grad_norm_t))
       if first_loss is None and math.isfinite(loss):
         first_loss = (step, loss)
-      problem = _loss_problem(loss, grads_finite, first_loss)
+      # An overflow of the scaled gradients is skipped by the loss scaler, which lowers the
+      # scale; only once it is below 1 did the true gradients overflow.
+      overflow_skipped = self._loss_scaling and float(self._optimizer.loss_scale) >= 1.0
+      problem = _loss_problem(loss, grads_finite or overflow_skipped, first_loss)
       if problem:
         # This loss is that of the weights the previous step left: if they were saved, that
         # checkpoint is not good either.

@@ -19,6 +19,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.training import distribution
+from keras_adapters.training import precision
 from keras_adapters.training import trainer
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,7 +36,9 @@ _LABELS = _FEATURES @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
 def _model_fn():
   inputs = keras.Input((4,))
   hidden = keras.layers.Dense(8, activation="tanh", trainable=False, name="frozen")(inputs)
-  return keras.Model(inputs, keras.layers.Dense(1, name="head")(hidden))
+  outputs = keras.layers.Dense(1, name="head")(hidden)
+  # Float32 outputs under a mixed policy, as Keras' mixed-precision guide has them.
+  return keras.Model(inputs, keras.layers.Activation("linear", dtype="float32")(outputs))
 
 
 def _loss_fn(labels, outputs):
@@ -291,6 +294,44 @@ class TrainerTest(tf.test.TestCase):
     # Not 0: each replica sums its half of the batch and the halves are then added, a
     # different float32 summation order from one device's; Adam keeps the drift tiny.
     self.assertSameWeights(mirrored.model, self._reference.model, atol=1e-5)
+
+  def test_xla_compiled_steps_train_like_uncompiled_ones(self):
+    for strategy in ("default", "mirrored"):
+      with self.subTest(strategy=strategy):
+        compiled = _make_trainer(self.create_tempdir().full_path, jit_compile=True,
+                                 strategy=distribution.get_strategy(strategy))
+        result = compiled.train()
+        # XLA fuses and reorders float32 arithmetic; over 8 Adam steps the drift stays tiny.
+        self.assertAllClose(result.loss, self._reference_result.loss, rtol=1e-4)
+        self.assertSameWeights(compiled.model, self._reference.model, atol=1e-4)
+
+  def test_mixed_precision_trains_with_float32_variables(self):
+    for policy, expect_loss_scaling in (("bfloat16", False), ("float16", True)):
+      with self.subTest(policy=policy), precision.policy_scope(policy):
+        mixed = _make_trainer(self.create_tempdir().full_path)
+        result = mixed.train()
+        self.assertEqual(mixed.model.compute_dtype, policy)
+        self.assertEqual({v.dtype for v in mixed.model.variables}, {tf.float32})
+        self.assertEqual(isinstance(mixed._optimizer, keras.mixed_precision.LossScaleOptimizer),
+                         expect_loss_scaling)
+        # bfloat16 keeps 8 bits of mantissa, float16 11: the same 8 steps end near the float32
+        # run's loss, not at it.
+        self.assertAllClose(result.loss, self._reference_result.loss, rtol=0.1)
+
+  def test_float16_overflow_steps_are_skipped_not_divergence(self):
+    def overflowing_loss(labels, outputs):
+      # Scaled by the initial loss scale 2**15, the gradient of 1e3 * loss overflows float16
+      # (65504) on its way back through the float16 layers; the scaler must skip those steps
+      # and lower the scale until it fits.
+      return 1e3 * _loss_fn(labels, outputs)
+    with precision.policy_scope("float16"):
+      mixed = _make_trainer(self.create_tempdir().full_path, loss_fn=overflowing_loss,
+                            learning_rate=1e-3, num_train_steps=16)
+      result = mixed.train()
+    self.assertTrue(np.isfinite(result.loss))
+    self.assertLess(float(mixed._optimizer.loss_scale), 2.0**15)
+    self.assertGreaterEqual(float(mixed._optimizer.loss_scale), 1.0)
+    self.assertTrue(all(np.isfinite(w).all() for w in mixed.model.get_weights()))
 
   def test_bad_input_raises_clear_errors(self):
     model_dir = self.create_tempdir().full_path
