@@ -1,10 +1,31 @@
 """Writes that are all or nothing: an interrupted write never leaves a file that looks valid.
 
+Every function takes local paths and the URLs of any file system TensorFlow serves (`gs://`,
+`s3://`, `hdfs://`, the in-memory `ram://`): a URL goes through `tf.io.gfile`, never through
+the local disk, so `model_dir=gs://...` gets no local folder named `gs:`.
+
 Each write goes to a hidden sibling named after its target and the writing process,
 `.<name>.partial-<pid>-<random>`, and is renamed into place. A process killed mid-write
 leaves that sibling behind; the next write of the same target, or `remove_leftovers` on the
 folder, deletes it once its process is gone. One host writes a folder at a time (as only the
 chief of a multi-worker run writes `model_dir`): a process id is checked on this host.
+
+What holds where:
+
+* Local paths: the file is flushed to disk (`fsync`) before an atomic `os.replace`, so a
+  reader or a crash sees the old file or the new one, never a mix. A folder is staged
+  beside its target and swapped in by two renames. An exclusive write (`exclusive=True`)
+  is a hard link, which fails atomically if the target exists.
+* URLs: the temporary object is written whole, then `tf.io.gfile.rename` puts it in place.
+  On object stores (GCS, S3) that rename is a copy and a delete, not atomic: a killed
+  process can leave the temporary object behind (removed as above), and two writers race
+  (the last copy wins). What holds on GCS is that one object is written whole or not at
+  all, so a reader sees the old or the new complete file. A folder is replaced file by
+  file: the old one is deleted, then the staged files are moved in, deepest first, so a
+  reader meanwhile, or a kill, can find it missing or incomplete (each file in it whole);
+  the callers' completion marker (`saved_model.pb`, `adapter_config.json` with the
+  weights' checksum) tells a complete one. An exclusive write is checked before its copy:
+  a check, not a lock (see `run_lock`).
 """
 
 import contextlib
@@ -13,24 +34,33 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
+
+import tensorflow as tf
 
 _PARTIAL = "partial"
 _RETIRED = "retired"
-# `tempfile` names end in 8 characters of this alphabet.
+# `tempfile` names end in 8 characters of this alphabet (and those of URLs in 8 hex digits).
 _LEFTOVER = re.compile(rf"^\.(?P<name>.+)\.({_PARTIAL}|{_RETIRED})-(?P<pid>\d+)-[a-z0-9_]{{8}}$")
 
 
-@contextlib.contextmanager
 def atomic_directory(path):
-  """Yields a temporary sibling folder that replaces `path` only if the block succeeds.
+  """A context that yields a temporary sibling folder, which replaces `path` only if the
+  block succeeds.
 
   Args:
     path: The folder to create or replace.
 
-  Yields:
-    The temporary folder to write into.
+  Returns:
+    The context; it yields the temporary folder to write into.
   """
-  path = os.path.abspath(os.fspath(path))
+  path = _normalized(path)
+  return (_local_directory if is_local(path) else _remote_directory)(path)
+
+
+@contextlib.contextmanager
+def _local_directory(path):
+  """`atomic_directory` of a local path: two renames swap the folders."""
   parent, name = os.path.split(path)
   os.makedirs(parent, exist_ok=True)
   remove_leftovers(parent, name)
@@ -50,10 +80,46 @@ def atomic_directory(path):
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_bytes(path, data):
-  """Writes `data` to `path` through a temporary file and an atomic rename."""
-  path = os.path.abspath(os.fspath(path))
+@contextlib.contextmanager
+def _remote_directory(path):
+  """`atomic_directory` of a URL: the staged files replace the target's one by one."""
   parent, name = os.path.split(path)
+  tf.io.gfile.makedirs(parent)
+  remove_leftovers(parent, name)
+  staging = os.path.join(parent, _prefix(name, _PARTIAL) + _random_suffix())
+  tf.io.gfile.makedirs(staging)
+  try:
+    yield staging
+    _delete(path)
+    # A tree is listed from the top; reversed, every folder comes after those inside it.
+    tree = list(tf.io.gfile.walk(staging))
+    for folder, _, _ in tree:
+      tf.io.gfile.makedirs(path + folder[len(staging):])
+    for folder, _, files in reversed(tree):
+      for file_name in files:
+        tf.io.gfile.rename(os.path.join(folder, file_name),
+                           os.path.join(path + folder[len(staging):], file_name), overwrite=True)
+  finally:
+    _delete(staging)
+
+
+def write_bytes(path, data, exclusive=False):
+  """Writes `data` to `path` through a temporary file and a rename.
+
+  Args:
+    path: The file.
+    data: Its bytes.
+    exclusive: Fail if `path` exists (atomically on a local file system only; see the
+      module docstring).
+
+  Raises:
+    FileExistsError: `exclusive` and `path` exists; nothing was written.
+  """
+  path = _normalized(path)
+  parent, name = os.path.split(path)
+  if not is_local(path):
+    _write_remote(path, parent, name, data, exclusive)
+    return
   os.makedirs(parent, exist_ok=True)
   remove_leftovers(parent, name)
   fd, tmp = tempfile.mkstemp(prefix=_prefix(name, _PARTIAL), dir=parent)
@@ -64,16 +130,37 @@ def write_bytes(path, data):
       os.fsync(f.fileno())
     # mkstemp makes the file private; results and manifests are meant to be shared.
     os.chmod(tmp, 0o666 & ~_umask())
-    os.replace(tmp, path)
+    if exclusive:
+      os.link(tmp, path)  # Unlike a rename, fails if `path` exists.
+      os.remove(tmp)
+    else:
+      os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
 
 
-def write_text(path, text):
-  """Writes UTF-8 `text` to `path` atomically."""
-  write_bytes(path, text.encode("utf-8"))
+def _write_remote(path, parent, name, data, exclusive):
+  """`write_bytes` of a URL."""
+  tf.io.gfile.makedirs(parent)
+  remove_leftovers(parent, name)
+  tmp = os.path.join(parent, _prefix(name, _PARTIAL) + _random_suffix())
+  try:
+    with tf.io.gfile.GFile(tmp, "wb") as f:
+      f.write(data)
+    tf.io.gfile.rename(tmp, path, overwrite=not exclusive)
+  except BaseException as error:
+    with contextlib.suppress(tf.errors.NotFoundError):
+      tf.io.gfile.remove(tmp)
+    if isinstance(error, tf.errors.AlreadyExistsError):
+      raise FileExistsError(f"{path} exists.") from None
+    raise
+
+
+def write_text(path, text, exclusive=False):
+  """Writes UTF-8 `text` to `path` atomically (see `write_bytes`)."""
+  write_bytes(path, text.encode("utf-8"), exclusive=exclusive)
 
 
 def write_json(path, obj):
@@ -81,11 +168,25 @@ def write_json(path, obj):
   write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def read_json(path):
+  """The JSON value in file `path` (a local path or a URL), or `None` where there is none."""
+  try:
+    with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
+      return json.loads(f.read())
+  except tf.errors.NotFoundError:
+    return None
+
+
+def is_local(path):
+  """Whether `path` is a local path, not the URL of another file system (`gs://...`)."""
+  return "://" not in os.fspath(path)
+
+
 def make_writable_dir(path, argument):
-  """Creates the local folder `path` if needed and checks that files can be written there.
+  """Creates the folder `path` if needed and checks that files can be written there.
 
   Args:
-    path: The folder; a URL (`gs://...`) is left to the file system that serves it.
+    path: The folder, a local path or a URL (`gs://...`).
     argument: The argument that named it, for the message.
 
   Raises:
@@ -93,7 +194,8 @@ def make_writable_dir(path, argument):
     PermissionError: The folder cannot be created or written to.
   """
   path = os.fspath(path)
-  if "://" in path:
+  if not is_local(path):
+    _make_writable_remote_dir(path, argument)
     return
   try:
     os.makedirs(path, exist_ok=True)
@@ -108,6 +210,21 @@ def make_writable_dir(path, argument):
                           f"{argument}= folder you can write to.") from None
 
 
+def _make_writable_remote_dir(path, argument):
+  """`make_writable_dir` of a URL: an object written and deleted proves the rights."""
+  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    raise NotADirectoryError(f"{argument}={path!r} is a file: pass a folder.")
+  probe = os.path.join(path, _prefix("write-probe", _PARTIAL) + _random_suffix())
+  try:
+    tf.io.gfile.makedirs(path)
+    with tf.io.gfile.GFile(probe, "wb") as f:
+      f.write(b"")
+    tf.io.gfile.remove(probe)
+  except tf.errors.OpError as e:
+    raise PermissionError(f"{argument}={path!r} cannot be written to ({e.message}): pass a "
+                          f"{argument}= folder you can write to.") from None
+
+
 def remove_leftovers(folder, name=None):
   """Deletes what interrupted writes into `folder` left behind.
 
@@ -118,28 +235,63 @@ def remove_leftovers(folder, name=None):
   Returns:
     The paths deleted.
   """
+  folder = os.fspath(folder)
   removed = []
-  try:
-    entries = os.listdir(folder)
-  except (FileNotFoundError, NotADirectoryError):
-    return removed
-  for entry in entries:
-    match = _LEFTOVER.match(entry)
-    if (not match or (name is not None and match["name"] != name)
-        or _is_running(int(match["pid"]))):
-      continue
-    path = os.path.join(folder, entry)
-    if os.path.isdir(path) and not os.path.islink(path):
-      shutil.rmtree(path, ignore_errors=True)
-    else:
-      with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
-    removed.append(path)
+  for entry in _listdir(folder):
+    if _is_leftover(entry, name):
+      removed.append(os.path.join(folder, entry))
+      _delete(removed[-1])
   return removed
+
+
+def _listdir(folder):
+  """The names in `folder`; none if it is not a folder."""
+  try:
+    if is_local(folder):
+      return os.listdir(folder)
+    # Object stores list a folder as `name/`.
+    return [entry.rstrip("/") for entry in tf.io.gfile.listdir(folder)]
+  except (FileNotFoundError, NotADirectoryError, tf.errors.NotFoundError):
+    return []
+
+
+def _delete(path):
+  """Deletes file or folder `path` if it is there (a local link, not what it points to)."""
+  if not is_local(path):
+    with contextlib.suppress(tf.errors.NotFoundError):
+      if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+      else:
+        tf.io.gfile.remove(path)
+  elif os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path, ignore_errors=True)
+  else:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(path)
+
+
+def _is_leftover(entry, name):
+  """Whether file `entry` is what a write of `name` (of any target if `None`) left behind
+  in a process that is gone."""
+  match = _LEFTOVER.match(entry)
+  return bool(match and (name is None or match["name"] == name)
+              and not _is_running(int(match["pid"])))
+
+
+def _normalized(path):
+  """`path` made absolute if local; a URL is not a path of this machine."""
+  path = os.fspath(path)
+  return os.path.abspath(path) if is_local(path) else path
 
 
 def _prefix(name, kind):
   return f".{name}.{kind}-{os.getpid()}-"
+
+
+def _random_suffix():
+  """8 characters that make a temporary name unique, as `tempfile`'s do (which cannot name
+  objects of other file systems)."""
+  return uuid.uuid4().hex[:8]
 
 
 def _is_running(pid):

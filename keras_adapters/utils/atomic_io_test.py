@@ -5,8 +5,10 @@ import os
 import stat
 import subprocess
 import sys
+import uuid
 
 import pytest
+import tensorflow as tf
 
 from keras_adapters.utils import atomic_io
 
@@ -78,3 +80,99 @@ def test_leftovers_of_killed_writes_go_with_the_next_write(tmp_path):
   atomic_io.write_json(tmp_path / "results.json", {})
   assert sorted(os.listdir(tmp_path)) == sorted(
       ["export", "results.json", in_progress.name, "user.export.partial-1-abcdefgh"])
+
+
+def _ram_folder():
+  """A folder of TensorFlow's in-memory file system, new to this process."""
+  return f"ram://atomic_io_test/{uuid.uuid4().hex}"
+
+
+def _tree(folder):
+  """Every file under `folder`, by its path inside it, with its bytes."""
+  return {os.path.relpath(os.path.join(parent, name), folder):
+          tf.io.gfile.GFile(os.path.join(parent, name), "rb").read()
+          for parent, _, names in tf.io.gfile.walk(folder) for name in names}
+
+
+def test_urls_are_written_through_gfile_never_to_local_disk(tmp_path, monkeypatch):
+  """A URL is written on its file system: nothing lands in a local folder named after its
+  scheme, and what is written reads back through `read_json`."""
+  monkeypatch.chdir(tmp_path)
+  folder = _ram_folder()
+  atomic_io.make_writable_dir(folder, "model_dir")
+  atomic_io.write_json(f"{folder}/results.json", {"b": 1, "a": [1, 2]})
+  assert atomic_io.read_json(f"{folder}/results.json") == {"a": [1, 2], "b": 1}
+  assert atomic_io.read_json(f"{folder}/missing.json") is None
+  with atomic_io.atomic_directory(f"{folder}/export") as staging:
+    tf.io.gfile.makedirs(f"{staging}/variables")
+    for name in ("saved_model.pb", "variables/variables.index"):
+      with tf.io.gfile.GFile(f"{staging}/{name}", "wb") as f:
+        f.write(name.encode())
+  assert _tree(folder) == {"results.json": b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n',
+                           "export/saved_model.pb": b"saved_model.pb",
+                           "export/variables/variables.index": b"variables/variables.index"}
+  assert os.listdir(tmp_path) == []
+  with pytest.raises(NotADirectoryError, match="results.json' is a file"):
+    atomic_io.make_writable_dir(f"{folder}/results.json", "model_dir")
+
+
+def test_a_url_folder_is_replaced_only_on_success(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  folder = _ram_folder()
+  target = f"{folder}/export"
+  with atomic_io.atomic_directory(target) as staging:
+    with tf.io.gfile.GFile(f"{staging}/a.txt", "w") as f:
+      f.write("a")
+  with pytest.raises(RuntimeError):
+    with atomic_io.atomic_directory(target) as staging:
+      with tf.io.gfile.GFile(f"{staging}/b.txt", "w") as f:
+        f.write("b")
+      raise RuntimeError("interrupted")
+  assert _tree(folder) == {"export/a.txt": b"a"}  # No staging folder left behind.
+  with atomic_io.atomic_directory(target) as staging:
+    with tf.io.gfile.GFile(f"{staging}/c.txt", "w") as f:
+      f.write("c")
+  assert _tree(folder) == {"export/c.txt": b"c"}
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_write_of_a_url_keeps_the_old_file(monkeypatch):
+  folder = _ram_folder()
+  atomic_io.write_json(f"{folder}/results.json", {"old": True})
+
+  def fail(*args, **kwargs):
+    raise tf.errors.UnavailableError(None, None, "connection reset")
+
+  monkeypatch.setattr(tf.io.gfile, "rename", fail)
+  with pytest.raises(tf.errors.UnavailableError):
+    atomic_io.write_json(f"{folder}/results.json", {"new": True})
+  monkeypatch.undo()
+  assert _tree(folder) == {"results.json": b'{\n  "old": true\n}\n'}
+
+
+@pytest.mark.parametrize("where", ["local", "ram"])
+def test_an_exclusive_write_refuses_an_existing_file(tmp_path, where):
+  folder = str(tmp_path) if where == "local" else _ram_folder()
+  atomic_io.write_text(os.path.join(folder, "run.lock"), "first", exclusive=True)
+  with pytest.raises(FileExistsError):
+    atomic_io.write_text(os.path.join(folder, "run.lock"), "second", exclusive=True)
+  assert tf.io.gfile.listdir(folder) == ["run.lock"]
+  assert tf.io.gfile.GFile(os.path.join(folder, "run.lock")).read() == "first"
+
+
+def test_leftovers_of_killed_writes_of_urls_go_with_the_next_write():
+  folder = _ram_folder()
+  dead = _dead_pid()
+  tf.io.gfile.makedirs(f"{folder}/.export.partial-{dead}-0123abcd")
+  for name in (f".export.partial-{dead}-0123abcd/saved_model.pb",
+               f".results.json.partial-{dead}-89abcdef", f".results.json.partial-{os.getpid()}-"
+               "89abcdef"):
+    with tf.io.gfile.GFile(f"{folder}/{name}", "w") as f:
+      f.write("{")
+  atomic_io.write_json(f"{folder}/results.json", {})
+  assert sorted(_tree(folder)) == [f".export.partial-{dead}-0123abcd/saved_model.pb",
+                                   f".results.json.partial-{os.getpid()}-89abcdef",
+                                   "results.json"]
+  assert atomic_io.remove_leftovers(folder) == [f"{folder}/.export.partial-{dead}-0123abcd"]
+  assert sorted(_tree(folder)) == [f".results.json.partial-{os.getpid()}-89abcdef",
+                                   "results.json"]

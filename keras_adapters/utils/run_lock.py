@@ -5,11 +5,24 @@ checkpoints and export, and both report success. A run therefore holds `model_di
 (its host, process id, start time and command) while it trains, scores and exports; a second
 run is refused with the holder's name. A lock whose process is gone (killed, the machine
 restarted) is taken over with a warning when it was taken on this host, where that can be
-checked; a lock of another host is left to the user to delete. The lock is written through
-`tf.io.gfile`, so it works on any file system TensorFlow reads (`gs://` included), and made
-exclusive by a rename that refuses to replace an existing file.
+checked; a lock of another host is left to the user to delete.
 
-In a multi-worker run only the chief writes `model_dir`, so only the chief holds its lock.
+What it guarantees depends on where `model_dir` is:
+
+* A local folder (a shared file system included): the lock is created whole by a hard
+  link, which fails if a lock exists, so of two runs started at once exactly one gets it.
+* A URL (`gs://`, `ram://`, any file system TensorFlow serves, through `tf.io.gfile`): no
+  exclusive create exists there, so the lock is advisory. A run writes its lock unless one
+  is there, waits `SETTLE_SECONDS` for the write of a run started at the same moment to
+  land, and reads the lock back: only the run whose record it finds proceeds (on GCS the
+  last write wins, and each object is read whole). That refuses every run started while
+  another holds the folder; of two started at once, both proceed only if one of them took
+  longer than that wait between finding no lock and writing its own.
+
+Taking over a dead process's lock deletes it before writing anew, which is not exclusive
+anywhere (a run that found the same dead lock may delete the new one): a run that took over
+reads its lock back after `SETTLE_SECONDS` too. In a multi-worker run only the chief writes
+`model_dir`, so only the chief holds its lock.
 """
 
 import contextlib
@@ -18,6 +31,7 @@ import json
 import os
 import socket
 import sys
+import time
 import uuid
 
 from absl import logging
@@ -26,6 +40,9 @@ import tensorflow as tf
 from keras_adapters.utils import atomic_io
 
 LOCK_FILE = "run.lock"
+# How long a run waits between writing its lock and reading it back where the write was not
+# exclusive: far longer than deleting and writing a small file takes.
+SETTLE_SECONDS = 1.0
 
 
 class ModelDirBusyError(FileExistsError):
@@ -55,7 +72,9 @@ def acquire(model_dir):
   returns the token that `release` needs."""
   path = os.path.join(model_dir, LOCK_FILE)
   holder = _read(path)
+  exclusive = atomic_io.is_local(path)
   if holder is not None:
+    exclusive = False
     if not _is_stale(holder):
       raise _busy(model_dir, holder)
     logging.warning("Taking over %s: process %s on this host, which held it since %s, is "
@@ -67,16 +86,17 @@ def acquire(model_dir):
                 started=datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"),
                 command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
-  # A leftover name of atomic_io's, so that a process killed between the two steps leaves
-  # nothing that `atomic_io.remove_leftovers` does not clear.
-  staging = os.path.join(model_dir, f".{LOCK_FILE}.partial-{os.getpid()}-{token[:8]}")
-  with tf.io.gfile.GFile(staging, "w") as f:
-    f.write(json.dumps(record, indent=2) + "\n")
   try:
-    tf.io.gfile.rename(staging, path, overwrite=False)
-  except tf.errors.AlreadyExistsError:  # Another run took it in between.
-    tf.io.gfile.remove(staging)
+    atomic_io.write_text(path, json.dumps(record, indent=2) + "\n", exclusive=True)
+  except FileExistsError:  # Another run took it in between.
     raise _busy(model_dir, _read(path) or {}) from None
+  if not exclusive:
+    # A run that wrote at the same moment may have replaced this lock; the last write is the
+    # one that holds (see the module docstring).
+    time.sleep(SETTLE_SECONDS)
+    holder = _read(path) or {}
+    if holder.get("token") != token:
+      raise _busy(model_dir, holder)
   return token
 
 
