@@ -316,7 +316,10 @@ def _prove_parity(handle, loaded, architecture, weights, facts):
   for candidate in candidates:
     config = {**architecture, **candidate}
     with tf.variable_creator_scope(_from_zeros):
-      encoder = adapted_bert_encoder.AdaptedBertEncoder(**config, name="bert_encoder")
+      # In float32 whatever the global policy: the Hub model computes in float32, and a mixed
+      # precision encoder differs from it by far more than the tolerance.
+      encoder = adapted_bert_encoder.AdaptedBertEncoder(**config, dtype="float32",
+                                                        name="bert_encoder")
       copy_weights(encoder, HubEncoderWeights(handle, config, weights, fingerprint=""))
     output, difference = max_difference(expected, encoder(inputs, training=False))
     if difference <= PARITY_TOLERANCE:

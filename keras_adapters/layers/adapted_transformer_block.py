@@ -93,15 +93,18 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 
   def build(self, input_shape):
     hidden_size = input_shape[-1]
+    # Sub-layers compute in the block's policy (the LayerNorms in float32), so that a block
+    # given `dtype=` computes in it whatever the global policy.
     self.self_attention = self_attention_lib.SelfAttention(
         num_heads=self.num_heads, dropout_rate=self.attention_dropout_rate,
-        name="self_attention")
-    self.attention_dropout = keras.layers.Dropout(self.dropout_rate)
+        dtype=self.dtype_policy, name="self_attention")
+    self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
     self.intermediate = keras.layers.Dense(
-        self.intermediate_size, activation=_activation(self.activation), name="intermediate")
-    self.output_dense = keras.layers.Dense(hidden_size, name="output")
-    self.output_dropout = keras.layers.Dropout(self.dropout_rate)
+        self.intermediate_size, activation=_activation(self.activation),
+        dtype=self.dtype_policy, name="intermediate")
+    self.output_dense = keras.layers.Dense(hidden_size, dtype=self.dtype_policy, name="output")
+    self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.output_layer_norm = self._layer_norm("output_layer_norm")
     options = {**adapter_lib.ADAPTER_OPTIONS, **self.adapter_options}
     after_attention, after_feedforward = options.pop("mh_adapter"), options.pop("output_adapter")
@@ -127,6 +130,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
         self.adapter_size,
         activation=self.adapter_activation,
         init_stddev=self.adapter_init_stddev,
+        dtype=self.dtype_policy,
         name=name,
         **options)
 
@@ -172,6 +176,9 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 
 def _join(adapter, hidden, sublayer_input, layer_norm):
   """A sub-layer's output: BERT's `layer_norm(x + hidden)`, or as its adapter places it."""
+  # The sub-layer's output, in the compute dtype, joins the residual stream in float32 (the
+  # LayerNorms' dtype), as in the Model Garden's block; so does the input an adapter gets.
+  hidden, sublayer_input = tf.cast(hidden, tf.float32), tf.cast(sublayer_input, tf.float32)
   if adapter is None:
     return layer_norm(sublayer_input + hidden)
   return adapter(hidden, sublayer_input=sublayer_input, layer_norm=layer_norm)

@@ -127,9 +127,11 @@ class Adapter(keras.layers.Layer):
         self.adapter_size,
         activation=self.activation,
         kernel_initializer=self._kernel_initializer(),
+        dtype=self.dtype_policy,
         name="down_project")
     self.up_project = keras.layers.Dense(
-        input_shape[-1], kernel_initializer=self._kernel_initializer(), name="up_project")
+        input_shape[-1], kernel_initializer=self._kernel_initializer(),
+        dtype=self.dtype_policy, name="up_project")
     self.layer_norm_before = self._layer_norm("ln_before") if self.ln_before else None
     self.layer_norm_after = self._layer_norm("ln_after") if self.ln_after else None
     # Built here, each in its own name scope, so the weights exist (and are named
@@ -204,12 +206,17 @@ def place_adapter(parts, options, hidden, sublayer_input, layer_norm):
     layer_norm: The base's LayerNorm of this sub-layer, a callable.
 
   Returns:
-    The sub-layer's output, what the base computes as `layer_norm(x + hidden)`.
+    The sub-layer's output, what the base computes as `layer_norm(x + hidden)`; float32.
   """
+  # The residual stream is float32 under mixed precision too, as the LayerNorms give it (the
+  # Model Garden's block adds its residual in float32 as well): `hidden` and the projection,
+  # in the compute dtype, join it in float32.
+  hidden, sublayer_input = tf.cast(hidden, tf.float32), tf.cast(sublayer_input, tf.float32)
+
   def bottleneck(inputs):
     if parts.norm_before is not None:
       inputs = parts.norm_before(inputs)
-    return options["scaling"] * parts.project(inputs)
+    return options["scaling"] * tf.cast(parts.project(inputs), tf.float32)
 
   if options["is_parallel"]:
     output = bottleneck(sublayer_input)

@@ -127,7 +127,8 @@ class AdapterSet(keras.layers.Layer):
 
   def _adapter(self, name, options):
     return adapter_lib.Adapter(self.adapter_size, activation=self.activation,
-                               init_stddev=self.init_stddev, name=name, **options)
+                               init_stddev=self.init_stddev, dtype=self.dtype_policy,
+                               name=name, **options)
 
   def encoder_adapters(self):
     """The set as the encoder's call takes it: an `EncoderAdapters` of this set's layers."""

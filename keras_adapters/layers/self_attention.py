@@ -57,7 +57,7 @@ class SelfAttention(keras.layers.Layer):
         self._kernels[name] = self.add_weight(
             "kernel", kernel_shape, initializer=keras.initializers.GlorotUniform())
         self._biases[name] = self.add_weight("bias", bias_shape, initializer="zeros")
-    # In the layer's policy, so mixed precision keeps the probabilities in float16.
+    # In the layer's policy: under mixed precision the probabilities go on in the compute dtype.
     self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     super().build(input_shape)
 
@@ -85,12 +85,15 @@ class SelfAttention(keras.layers.Layer):
       return tf.transpose(projected, [0, 2, 1, 3])
 
     query = heads("query") * tf.cast(1.0 / math.sqrt(head_size), inputs.dtype)
-    scores = tf.matmul(query, heads("key"), transpose_b=True)
+    # Scores, mask and softmax in float32 whatever the policy, as the LayerNorms: bfloat16 (8
+    # bits of mantissa) blurs the score differences the softmax exponentiates and its sum over
+    # the keys, and float16 cannot hold the mask's -1e9.
+    scores = tf.cast(tf.matmul(query, heads("key"), transpose_b=True), tf.float32)
     if attention_mask is not None:
       # Masked keys get a large negative score, as in Keras' masked softmax.
-      blocked = 1.0 - tf.cast(attention_mask[:, tf.newaxis], scores.dtype)
-      scores += blocked * (tf.float16.min if scores.dtype == tf.float16 else -1e9)
-    probabilities = self.attention_dropout(tf.nn.softmax(scores), training=training)
+      scores += (1.0 - tf.cast(attention_mask[:, tf.newaxis], tf.float32)) * -1e9
+    probabilities = tf.cast(tf.nn.softmax(scores), self.compute_dtype)
+    probabilities = self.attention_dropout(probabilities, training=training)
     context = tf.transpose(tf.matmul(probabilities, heads("value")), [0, 2, 1, 3])
     output = _dense(tf.reshape(context, [-1, hidden_size]), self._kernels[_OUTPUT_PROJECTION],
                     self._biases[_OUTPUT_PROJECTION], hidden_size)

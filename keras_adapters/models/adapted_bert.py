@@ -122,6 +122,7 @@ class AdaptedBert(keras.layers.Layer):
         adapter_init_stddev=config.init_stddev,
         adapter_leave_out=config.leave_out,
         adapter_options=config.adapter_options(),
+        dtype=self.dtype_policy,
         name="bert_encoder")
     # Variables are created and filled now, eagerly, so a model built from this layer starts
     # from the Hub weights whatever graph context it is later called in.
@@ -185,6 +186,7 @@ class AdaptedBert(keras.layers.Layer):
         leave_out=config.leave_out, layer_norm_epsilon=self.layer_norm_epsilon,
         embedding_width=self.encoder.embedding_width,
         adapter_options=config.adapter_options(),
+        dtype=self.dtype_policy,
         name=f"adapter_set_{name}")
     adapter_set.build((None, None, self.encoder.hidden_size))
     weights = adapter_set_lib.adapter_weights_by_key(adapter_set.encoder_adapters())

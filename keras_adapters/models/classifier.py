@@ -89,9 +89,11 @@ def build_classifier(encoder, num_classes, dropout_rate=0.1, pooling="cls",
         pooled.shape[-1], activation=hidden_activation, name=f"head_hidden_{index}",
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(pooled)
   pooled = keras.layers.Dropout(dropout_rate, name="head_dropout")(pooled)
+  # Logits in float32 under mixed precision too, as the Model Garden's heads: the softmax and
+  # loss on them need float32, and exports serve them.
   logits = keras.layers.Dense(
       num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-      name="logits")(pooled)
+      dtype="float32", name="logits")(pooled)
   model = keras.Model(inputs, logits, name=name)
   model.head_config = HeadConfig(num_classes, pooling, dropout_rate,
                                  hidden_layers=hidden_layers,

@@ -6,6 +6,7 @@ from official.nlp.modeling import networks
 
 from keras_adapters.models import adapted_bert
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 # The logit of padding positions: no softmax gives them weight, so a window's logits do not
 # depend on how far its batch is padded.
@@ -48,10 +49,15 @@ def build_span_labeler(encoder, name="span_labeler"):
     sequence_output = encoder(inputs, adapter_name=adapter_name)["sequence_output"]
   else:
     sequence_output = encoder(inputs)["sequence_output"]
-  start_logits, end_logits = networks.SpanLabeling(
-      input_width=sequence_output.shape[-1],
-      initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-      name="span_labeling")(sequence_output)
+  # Logits in float32 under mixed precision too, as the classifier's: the Model Garden's head
+  # takes no dtype for its dense layer and creates it in the global policy, so it is built
+  # under float32.
+  with precision.policy_scope("float32"):
+    span_labeling = networks.SpanLabeling(
+        input_width=sequence_output.shape[-1],
+        initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+        name="span_labeling")
+  start_logits, end_logits = span_labeling(sequence_output)
   real = tf.cast(inputs["input_mask"], tf.bool)
   outputs = {key: tf.where(real, logits, MASKED_LOGIT)
              for key, logits in (("start_logits", start_logits), ("end_logits", end_logits))}

@@ -104,17 +104,22 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.adapter_leave_out = tuple(adapter_leave_out)
     self.adapter_options = dict(adapter_options or {})
 
+    # Sub-layers compute in the encoder's policy, so that an encoder given `dtype=` (the Hub
+    # parity probe's float32) computes in it whatever the global policy. As in the Model
+    # Garden, the LayerNorms compute in float32 under mixed precision, and so does the
+    # pooler, the last dense layer: every output is float32, as a TF Hub encoder's.
+    policy = self.dtype_policy
     self.word_embeddings = keras.layers.Embedding(
-        vocab_size, self.embedding_width, name="word_embeddings")
+        vocab_size, self.embedding_width, dtype=policy, name="word_embeddings")
     self.position_embedding = keras.layers.Embedding(
-        max_sequence_length, self.embedding_width, name="position_embedding")
+        max_sequence_length, self.embedding_width, dtype=policy, name="position_embedding")
     self.type_embeddings = keras.layers.Embedding(
-        type_vocab_size, self.embedding_width, name="type_embeddings")
+        type_vocab_size, self.embedding_width, dtype=policy, name="type_embeddings")
     self.embedding_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="embeddings/layer_norm")
-    self.embedding_dropout = keras.layers.Dropout(dropout_rate)
+    self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
     self.embedding_projection = (
-        keras.layers.Dense(hidden_size, name="embedding_projection")
+        keras.layers.Dense(hidden_size, dtype=policy, name="embedding_projection")
         if self.embedding_width != hidden_size else None)
     self.transformer_layers = [
         adapted_transformer_block.AdaptedTransformerBlock(
@@ -128,10 +133,11 @@ class AdaptedBertEncoder(keras.layers.Layer):
             adapter_activation=adapter_activation,
             adapter_init_stddev=adapter_init_stddev,
             adapter_options=self.adapter_options,
+            dtype=policy,
             name=f"transformer/layer_{i}") for i in range(num_layers)
     ]
     self.pooler_transform = keras.layers.Dense(
-        hidden_size, activation="tanh", name="pooler_transform")
+        hidden_size, activation="tanh", dtype="float32", name="pooler_transform")
 
   def call(self, inputs, training=None, adapters=None):
     # Blocks build on their first call, so their own adapters are theirs to pick.
