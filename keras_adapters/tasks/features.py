@@ -16,7 +16,7 @@ epoch's example permutation. Each epoch yields the same number of batches,
 """
 
 import math
-from typing import Any, Callable, Dict, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -52,7 +52,8 @@ def make_dataset(examples: TextExamples,
                  initial_epoch: int = 0,
                  dynamic_padding: bool = True,
                  bucket_by_length: bool = False,
-                 drop_remainder: bool = False) -> tf.data.Dataset:
+                 drop_remainder: bool = False,
+                 pad_last_batch: bool = False) -> tf.data.Dataset:
   """Builds a dataset of batched, packed BERT inputs from text examples.
 
   Args:
@@ -72,6 +73,9 @@ def make_dataset(examples: TextExamples,
       batches and shuffle those batches, so batches hold similar lengths and carry less
       padding. Needs `shuffle=True`.
     drop_remainder: Drop each epoch's last, smaller batch.
+    pad_last_batch: Fill each epoch's last, smaller batch up to `batch_size` with padding
+      rows (all `[PAD]`, input mask 0, label 0), so that every batch has one shape, as XLA
+      and TPUs need for evaluation. The caller drops the outputs past `len(examples)`.
 
   Returns:
     A dataset of `(inputs, labels)`, or of `inputs` alone when the examples have no
@@ -85,7 +89,7 @@ def make_dataset(examples: TextExamples,
   _check_arguments(examples, preprocessor, max_seq_length=max_seq_length,
                    batch_size=batch_size, drop_remainder=drop_remainder,
                    initial_epoch=initial_epoch, shuffle=shuffle,
-                   bucket_by_length=bucket_by_length)
+                   bucket_by_length=bucket_by_length, pad_last_batch=pad_last_batch)
   features = _encode(examples, preprocessor, max_seq_length)
   order_fn = _order_fn(features["input_word_ids"].row_lengths(), seed=seed,
                        shuffle=shuffle, batch_size=batch_size,
@@ -93,7 +97,8 @@ def make_dataset(examples: TextExamples,
   if examples.labels is not None:
     features[_LABELS] = _labels(examples.labels)
   make_batch = _batch_fn(features, _padding_id(preprocessor),
-                         max_seq_length=max_seq_length, dynamic_padding=dynamic_padding)
+                         max_seq_length=max_seq_length, dynamic_padding=dynamic_padding,
+                         batch_size=batch_size if pad_last_batch else None)
   epoch_size = num_batches(len(examples), batch_size,
                            drop_remainder=drop_remainder) * batch_size
 
@@ -148,7 +153,7 @@ def num_batches(num_examples: int, batch_size: int, *, drop_remainder: bool) -> 
 
 def _check_arguments(examples: TextExamples, preprocessor: Any, *, max_seq_length: int,
                      batch_size: int, drop_remainder: bool, initial_epoch: int,
-                     shuffle: bool, bucket_by_length: bool) -> None:
+                     shuffle: bool, bucket_by_length: bool, pad_last_batch: bool) -> None:
   """Raises a TypeError or ValueError that names the bad argument and the fix."""
   if not isinstance(examples, TextExamples):
     raise TypeError(f"examples must be a TextExamples, got {type(examples).__name__}.")
@@ -175,6 +180,9 @@ def _check_arguments(examples: TextExamples, preprocessor: Any, *, max_seq_lengt
     raise ValueError(
         f"batch_size={batch_size} with drop_remainder=True drops all {len(examples)} "
         "examples; use a smaller batch_size or drop_remainder=False.")
+  if drop_remainder and pad_last_batch:
+    raise ValueError("drop_remainder and pad_last_batch both treat the last, smaller batch: "
+                     "drop it (training) or pad it (evaluation), not both.")
   if initial_epoch < 0:
     raise ValueError(f"initial_epoch must be 0 or more, got {initial_epoch}.")
   if bucket_by_length and not shuffle:
@@ -271,17 +279,26 @@ def _bucket(order: tf.Tensor, lengths: tf.Tensor, batch_size: int,
 
 
 def _batch_fn(features: Dict[str, Any], pad_id: int, *, max_seq_length: int,
-              dynamic_padding: bool) -> Callable[[tf.Tensor], _Element]:
-  """Returns a function from example indices to one padded batch."""
+              dynamic_padding: bool,
+              batch_size: Optional[int]) -> Callable[[tf.Tensor], _Element]:
+  """Returns a function from example indices to one padded batch, of `batch_size` rows if
+  that is given (padding rows added), else of as many rows as indices."""
   pad_values = {"input_word_ids": pad_id, "input_mask": 0, "input_type_ids": 0}
 
   def make_batch(indices: tf.Tensor) -> _Element:
     rows = {key: tf.gather(value, indices) for key, value in features.items()}
-    shape = [None, max_seq_length]
+    shape = [batch_size, max_seq_length]
     if dynamic_padding:
-      shape = tf.stack([-1, _padded_length(rows["input_word_ids"], max_seq_length)])
+      shape = tf.stack([batch_size or -1,
+                        _padded_length(rows["input_word_ids"], max_seq_length)])
     inputs = {key: rows[key].to_tensor(pad_values[key], shape=shape) for key in _INPUT_KEYS}
-    return (inputs, rows[_LABELS]) if _LABELS in rows else inputs
+    if _LABELS not in rows:
+      return inputs
+    labels = rows[_LABELS]
+    if batch_size:
+      labels = tf.pad(labels, [[0, batch_size - tf.shape(labels)[0]]])
+      labels.set_shape([batch_size])
+    return inputs, labels
 
   return make_batch
 

@@ -78,6 +78,25 @@ class MakeDatasetTest(tf.test.TestCase):
     self.assertEqual([inputs["input_mask"].shape for inputs, _ in _batches(dataset)],
                      [(4, 20), (4, 20), (2, 20)])
 
+  def test_pad_last_batch_gives_one_shape_and_every_example_once(self):
+    for dynamic_padding in (False, True):
+      with self.subTest(dynamic_padding=dynamic_padding):
+        dataset = self.make(max_seq_length=20, batch_size=4, dynamic_padding=dynamic_padding,
+                            pad_last_batch=True)
+        batches = _batches(dataset)
+        self.assertEqual({inputs["input_mask"].shape[0] for inputs, _ in batches}, {4})
+        if not dynamic_padding:
+          self.assertEqual(dataset.element_spec[0]["input_mask"].shape.as_list(), [4, 20])
+        # Labels mark the examples: each of the 10 comes once, in order, then 2 padding rows.
+        self.assertEqual(np.concatenate([labels for _, labels in batches]).tolist(),
+                         list(range(10)) + [0, 0])
+        last = batches[-1][0]
+        self.assertAllEqual(last["input_mask"][2:], np.zeros_like(last["input_mask"][2:]))
+        self.assertAllEqual(last["input_word_ids"][2:],
+                            np.full_like(last["input_word_ids"][2:], _PAD))
+    unlabelled = _batches(self.make(_examples(labels=False), batch_size=4, pad_last_batch=True))
+    self.assertEqual([inputs["input_mask"].shape[0] for inputs in unlabelled], [4, 4, 4])
+
   def test_pairs_get_type_ids_one_on_the_second_segment(self):
     pairs = TextExamples(ids=["0", "1"], texts=(["a b", "c"], ["c", "a b c"]),
                          labels=np.array([0.5, 1.0], np.float32))
@@ -167,6 +186,8 @@ class MakeDatasetTest(tf.test.TestCase):
       self.make(max_seq_length=2)
     with self.assertRaisesRegex(ValueError, "shuffle=True"):
       self.make(bucket_by_length=True)
+    with self.assertRaisesRegex(ValueError, "not both"):
+      self.make(batch_size=4, drop_remainder=True, pad_last_batch=True)
     with self.assertRaisesRegex(ValueError, "drops all 10 examples"):
       self.make(batch_size=16, drop_remainder=True)
     three_fields = TextExamples(ids=["0"], texts=(["a"], ["b"], ["c"]))

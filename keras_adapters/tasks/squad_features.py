@@ -153,7 +153,7 @@ def load_features(data: squad_data.SquadData, tokenizer, settings: WindowSetting
              settings=dataclasses.asdict(settings), tokenizer=tokenizer.fingerprint)
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
   folder = os.path.join(cache_dir, f"{'train' if training else 'eval'}-{digest}")
-  if not os.path.isfile(os.path.join(folder, META_FILE)):
+  if not tf.io.gfile.exists(os.path.join(folder, META_FILE)):
     logging.info("Building the SQuAD windows of %s into %s.", data.source, folder)
     _build(data, tokenizer, settings, training, folder, dict(key, source=data.source))
   return _load(folder)
@@ -219,8 +219,7 @@ def _serialize(feature: squad_lib.InputFeatures) -> bytes:
 
 
 def _load(folder: str) -> SquadFeatures:
-  with open(os.path.join(folder, META_FILE), encoding="utf-8") as f:
-    meta = json.load(f)
+  meta = atomic_io.read_json(os.path.join(folder, META_FILE))
   spec = {name: tf.io.RaggedFeature(tf.int64) for name in _SEQUENCES}
   spec.update({name: tf.io.FixedLenFeature([], tf.int64) for name in _SCALARS})
   parts = collections.defaultdict(list)
@@ -241,12 +240,16 @@ def _load(folder: str) -> SquadFeatures:
       end_positions=columns["end_position"].numpy(), build_seconds=meta["build_seconds"])
 
 
-def _encoder_inputs(input_ids: tf.Tensor, segment_ids: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """The TF Hub BERT input dict of padded (dense) or unpadded (ragged or 1-D) windows."""
+def _encoder_inputs(input_ids: tf.Tensor, segment_ids: tf.Tensor,
+                   shape: Optional[List[int]] = None) -> Dict[str, tf.Tensor]:
+  """The TF Hub BERT input dict of padded (dense) or unpadded (ragged or 1-D) windows;
+  ragged ones are padded to `shape` if given (rows of padding included), else to the
+  longest."""
   if isinstance(input_ids, tf.RaggedTensor):
     mask = tf.ones_like(input_ids)
-    return dict(input_word_ids=input_ids.to_tensor(), input_mask=mask.to_tensor(),
-                input_type_ids=segment_ids.to_tensor())
+    return dict(input_word_ids=input_ids.to_tensor(shape=shape),
+                input_mask=mask.to_tensor(shape=shape),
+                input_type_ids=segment_ids.to_tensor(shape=shape))
   return dict(input_word_ids=input_ids, input_mask=tf.ones_like(input_ids),
               input_type_ids=segment_ids)
 
@@ -308,16 +311,21 @@ def training_dataset(features: SquadFeatures, *, batch_size: int, seed: int,
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def predict_logits(model, features: SquadFeatures, batch_size: int = 64
+def predict_logits(model, features: SquadFeatures, batch_size: int = 64, *,
+                   max_seq_length: Optional[int] = None, jit_compile: bool = False
                    ) -> Tuple[List[np.ndarray], List[np.ndarray]]:
   """Start and end logits of every window, each cut to the window's tokens, in window order.
 
-  Windows are batched by length (sorted), so that batches carry little padding.
+  Windows are batched by length (sorted), so that batches carry little padding. With
+  `max_seq_length`, every batch is `[batch_size, max_seq_length]` instead, the last one filled
+  up with rows of padding (static shapes, for XLA and TPUs); `jit_compile` compiles the model
+  call with XLA.
   """
   lengths = features.input_ids.row_lengths().numpy()
   order = np.argsort(lengths, kind="stable")
+  shape = [batch_size, max_seq_length] if max_seq_length else None
 
-  @tf.function(reduce_retracing=True, autograph=False)
+  @tf.function(reduce_retracing=True, autograph=False, jit_compile=jit_compile)
   def call(inputs):
     outputs = model(inputs, training=False)
     return outputs["start_logits"], outputs["end_logits"]
@@ -326,7 +334,9 @@ def predict_logits(model, features: SquadFeatures, batch_size: int = 64
   for begin in range(0, len(order), batch_size):
     rows = order[begin:begin + batch_size]
     start_logits, end_logits = call(_encoder_inputs(tf.gather(features.input_ids, rows),
-                                                    tf.gather(features.segment_ids, rows)))
+                                                    tf.gather(features.segment_ids, rows),
+                                                    shape))
+    # zip stops at the last window: the outputs of padding rows are dropped.
     for row, start, end in zip(rows, start_logits.numpy(), end_logits.numpy()):
       starts[row], ends[row] = start[:lengths[row]], end[:lengths[row]]
   return starts, ends

@@ -176,6 +176,30 @@ class TrainingDatasetTest(tf.test.TestCase):
       self.assertEqual(labels.shape, (4, 2))
 
 
+  def test_static_shape_prediction_gives_every_window_once(self):
+    shapes = []
+
+    def model(inputs, training):
+      """Start logits: the word ids; end logits: the position; both read back below."""
+      del training
+      ids = inputs["input_word_ids"]
+      shapes.append(ids.shape.as_list())
+      positions = tf.broadcast_to(tf.range(tf.shape(ids)[1]), tf.shape(ids))
+      return dict(start_logits=tf.cast(ids, tf.float32),
+                  end_logits=tf.cast(positions, tf.float32))
+
+    expected = squad_features.predict_logits(model, self.features, batch_size=3)
+    shapes.clear()
+    static = squad_features.predict_logits(model, self.features, batch_size=3,
+                                           max_seq_length=_SETTINGS.max_seq_length)
+    self.assertEqual(shapes, [[3, _SETTINGS.max_seq_length]])  # One trace for every batch.
+    self.assertGreater(len(self.features) % 3, 0)  # So the last batch holds padding rows.
+    for kind in (0, 1):
+      self.assertEqual(len(static[kind]), len(self.features))
+      for got, want in zip(static[kind], expected[kind]):
+        self.assertAllEqual(got, want)
+
+
 class AnswersTest(tf.test.TestCase):
 
   def test_logits_across_windows_become_the_answer_text(self):

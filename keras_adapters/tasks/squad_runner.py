@@ -16,7 +16,6 @@ official v1.1 metric (`squad.evaluate`). Written to `model_dir`:
 
 import dataclasses
 import hashlib
-import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -36,6 +35,7 @@ from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_tokenizer
 from keras_adapters.training import distribution
+from keras_adapters.training import precision
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
@@ -115,7 +115,7 @@ def run_definition(train: squad.SquadData, train_ids: Optional[List[str]],
 
 def check_run_dir(model_dir: str, definition: Mapping[str, Any]) -> None:
   """Raises `task_runner.RunSettingsError` unless `model_dir` is new or holds this run."""
-  recorded = _read_json(os.path.join(model_dir, task_runner.RUN_FILE))
+  recorded = atomic_io.read_json(os.path.join(model_dir, task_runner.RUN_FILE))
   if recorded is None:
     if tf.train.latest_checkpoint(model_dir) is not None:
       raise task_runner.RunSettingsError(
@@ -188,7 +188,8 @@ def run_squad(train: squad.SquadData, dev: squad.SquadData, config: task_runner.
 
   strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
   # One run per folder, held by the chief, as in `task_runner.run_task`.
-  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint):
+  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint), \
+      precision.policy_scope(config.mixed_precision):
     return _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cache_dir,
                               export_dir, progress_bar, strategy, tokenizer, train_ids,
                               definition)
@@ -201,10 +202,10 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
   is_chief = strategy.extended.should_checkpoint
   if is_chief:
     atomic_io.remove_leftovers(model_dir)
-    if not os.path.isfile(os.path.join(model_dir, task_runner.RUN_FILE)):
+    if not tf.io.gfile.exists(os.path.join(model_dir, task_runner.RUN_FILE)):
       atomic_io.write_json(os.path.join(model_dir, task_runner.RUN_FILE), definition)
   results_path = os.path.join(model_dir, RESULTS_FILE)
-  results = _read_json(results_path)
+  results = atomic_io.read_json(results_path)
   eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
   evaluation = dict(eval_file_sha256=dev.sha256,
                     eval_questions_sha256=_sha256(eval_ids or dev.question_ids),
@@ -218,16 +219,15 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
   start = time.time()
   train_features = squad_features.load_features(
       train, tokenizer, settings, training=True, cache_dir=feature_cache_dir).select(train_ids)
-  # TPUs compile one program per shape: pad every batch to the window length there.
-  static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
   steps_per_epoch = squad_features.num_training_batches(
-      train_features, config.batch_size, config.max_seq_length, static_shapes=static_shapes)
+      train_features, config.batch_size, config.max_seq_length,
+      static_shapes=config.static_shapes)
   num_train_steps = max(1, round(config.epochs * steps_per_epoch))
 
   def train_data(shuffle_seed):
     return squad_features.training_dataset(
         train_features, batch_size=config.batch_size, seed=shuffle_seed,
-        max_seq_length=config.max_seq_length, static_shapes=static_shapes)
+        max_seq_length=config.max_seq_length, static_shapes=config.static_shapes)
 
   trainer = trainer_lib.Trainer(
       lambda: build_model(config), span_labeler.span_loss, train_data,
@@ -235,7 +235,8 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
       model_dir=model_dir, warmup_fraction=config.warmup_fraction,
       weight_decay=config.weight_decay, strategy=strategy,
       checkpoint_every_steps=config.checkpoint_every_steps, seed=config.seed,
-      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar)
+      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar,
+      jit_compile=config.jit_compile)
   if results is not None and trainer.finished_result() is None:
     raise ValueError(f"{model_dir} holds the results of a finished run but not its final "
                      "checkpoint, so it cannot answer again or export. Use a new model_dir.")
@@ -262,7 +263,8 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
   if to_evaluate:
     eval_features = squad_features.load_features(
         dev, tokenizer, settings, training=False, cache_dir=feature_cache_dir).select(eval_ids)
-    results.update(_evaluate(model, tokenizer, dev, eval_ids, eval_features, squad_config,
+    results.update(_evaluate(model, tokenizer, dev, eval_ids, eval_features, config,
+                             squad_config,
                              model_dir if is_chief else None),
                    squad=dataclasses.asdict(squad_config), evaluation=evaluation,
                    feature_build_seconds=dict(train=train_features.build_seconds,
@@ -278,15 +280,17 @@ def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cach
   return results
 
 
-def _evaluate(model, tokenizer, dev, eval_ids, eval_features, squad_config,
+def _evaluate(model, tokenizer, dev, eval_ids, eval_features, config, squad_config,
               output_dir) -> Dict[str, Any]:
   """Answers the evaluation questions and scores them; writes the official files to
   `output_dir` (unless `None`); returns what the results record of it."""
   logging.info("Answering %d evaluation questions (%d windows)...",
                len(set(eval_features.question_ids)), len(eval_features))
   start = time.time()
-  start_logits, end_logits = squad_features.predict_logits(model, eval_features,
-                                                           EVAL_BATCH_SIZE)
+  start_logits, end_logits = squad_features.predict_logits(
+      model, eval_features, EVAL_BATCH_SIZE, max_seq_length=(
+          config.max_seq_length if config.static_shapes else None),
+      jit_compile=config.jit_compile)
   predict_seconds = time.time() - start
   examples = squad_features.read_examples(dev, training=False)
   if eval_ids is not None:
@@ -332,13 +336,6 @@ def _flatten(record: Mapping[str, Any]) -> Dict[str, Any]:
     else:
       flat[key] = value
   return flat
-
-
-def _read_json(path: str) -> Optional[Dict[str, Any]]:
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 def _sha256(question_ids: Sequence[str]) -> str:

@@ -122,6 +122,13 @@ class RunConfig:
       _check_integer("top_k", self.top_k, 1)
     self.adapter_settings()  # Raises on fields AdapterConfig refuses.
 
+  @property
+  def static_shapes(self) -> bool:
+    """Whether every batch has one shape: XLA compiles a program per shape, and TPUs compile
+    every step. Training pads to `max_seq_length` and drops the last partial batch;
+    evaluation pads its last batch with padding rows."""
+    return self.jit_compile or str(self.strategy).lower() == "tpu"
+
   def adapter_settings(self):
     """The run's `AdapterConfig`: the adapter fields above with `adapter_config`'s."""
     extra = dict(self.adapter_config or {})
@@ -229,7 +236,8 @@ def run_task(spec: examples_lib.TaskSpec,
   atomic_io.make_writable_dir(model_dir, "model_dir")
   # One run per folder: a second one would resume from this one's checkpoints, and both
   # would write them. Only the chief writes model_dir, so only the chief holds it.
-  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint):
+  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint), \
+      precision.policy_scope(config.mixed_precision):
     return _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar,
                               strategy, preprocessor, definition)
 
@@ -241,9 +249,9 @@ def _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar
   results_path = os.path.join(model_dir, RESULTS_FILE)
   if is_chief:
     atomic_io.remove_leftovers(model_dir)
-    if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+    if not tf.io.gfile.exists(os.path.join(model_dir, RUN_FILE)):
       atomic_io.write_json(os.path.join(model_dir, RUN_FILE), definition)
-  results = _read_json(results_path)
+  results = atomic_io.read_json(results_path)
   evaluated = {name: split for name, split in splits.items() if name != "train"}
   fingerprints = {name: data_fingerprint(split) for name, split in evaluated.items()}
   if results is not None:
@@ -256,13 +264,15 @@ def _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar
     to_score, to_export = list(evaluated), bool(export_dir)
 
   train = splits["train"]
-  steps_per_epoch = math.ceil(len(train) / config.batch_size)
+  steps_per_epoch = features.num_batches(len(train), config.batch_size,
+                                         drop_remainder=config.static_shapes)
   num_train_steps = max(1, round(config.epochs * steps_per_epoch))
 
   def train_data(shuffle_seed):
     return features.make_dataset(
         train, preprocessor, max_seq_length=config.max_seq_length,
-        batch_size=config.batch_size, shuffle=True, seed=shuffle_seed)
+        batch_size=config.batch_size, shuffle=True, seed=shuffle_seed,
+        dynamic_padding=not config.static_shapes, drop_remainder=config.static_shapes)
 
   def model_fn():
     encoder = adapted_bert.AdaptedBert(config.hub_handle,
@@ -275,7 +285,8 @@ def _run_in_locked_dir(spec, splits, config, model_dir, export_dir, progress_bar
       model_dir=model_dir, warmup_fraction=config.warmup_fraction,
       weight_decay=config.weight_decay, strategy=strategy,
       checkpoint_every_steps=config.checkpoint_every_steps, seed=config.seed,
-      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar)
+      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar,
+      jit_compile=config.jit_compile)
   if results is not None and trainer.finished_result() is None:
     raise ValueError(
         f"{model_dir} holds the results of a finished run but not its final checkpoint, so "
@@ -409,9 +420,9 @@ def check_run_dir(spec: examples_lib.TaskSpec,
 
 def _check_definition(model_dir: str, definition: Mapping[str, Any]) -> None:
   """Raises unless `model_dir` is new or holds a run of `definition`."""
-  recorded = _read_json(os.path.join(model_dir, RUN_FILE))
+  recorded = atomic_io.read_json(os.path.join(model_dir, RUN_FILE))
   if recorded is None:
-    results = _read_json(os.path.join(model_dir, RESULTS_FILE))
+    results = atomic_io.read_json(os.path.join(model_dir, RESULTS_FILE))
     if results is not None:
       # Finished before runs recorded their definition: compared on what results.json
       # holds (not the data's fingerprint, which it lacks).
@@ -477,8 +488,8 @@ def _check_export_dir(export_dir: str) -> None:
   for name, marker in (("saved_model", "saved_model.pb"),
                        ("adapters", adapter_artifact.CONFIG_FILE)):
     target = os.path.join(export_dir, name)
-    if (os.path.isdir(target) and os.listdir(target)
-        and not os.path.isfile(os.path.join(target, marker))):
+    if (tf.io.gfile.isdir(target) and tf.io.gfile.listdir(target)
+        and not tf.io.gfile.exists(os.path.join(target, marker))):
       raise ValueError(
           f"export_dir={export_dir!r} holds a folder {name}/ that is not an export; exporting "
           "would replace it. Pass another export_dir, or move that folder away.")
@@ -489,8 +500,8 @@ def _check_export_dir(export_dir: str) -> None:
 
 
 def _export_complete(export_dir: str) -> bool:
-  return (os.path.isfile(os.path.join(export_dir, "saved_model", "saved_model.pb")) and
-          os.path.isfile(os.path.join(export_dir, "adapters", adapter_artifact.CONFIG_FILE)))
+  return (tf.io.gfile.exists(os.path.join(export_dir, "saved_model", "saved_model.pb")) and
+          tf.io.gfile.exists(os.path.join(export_dir, "adapters", adapter_artifact.CONFIG_FILE)))
 
 
 def _export(model, preprocessor, spec, config, export_dir):
@@ -509,26 +520,21 @@ def _export(model, preprocessor, spec, config, export_dir):
           config.preprocess_handle, spec.text_fields, config.max_seq_length))
 
 
-def _read_json(path: str) -> Optional[Dict[str, Any]]:
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def predict(model, examples, preprocessor, config):
   """Logits (or scores) of `model` on `examples`, in example order, as a numpy array."""
   dataset = features.make_dataset(
       examples, preprocessor, max_seq_length=config.max_seq_length,
-      batch_size=max(config.batch_size, 64), shuffle=False)
+      batch_size=max(config.batch_size, 64), shuffle=False,
+      dynamic_padding=not config.static_shapes, pad_last_batch=config.static_shapes)
 
-  @tf.function(reduce_retracing=True, autograph=False)
+  @tf.function(reduce_retracing=True, autograph=False, jit_compile=config.jit_compile)
   def call(inputs):
     return model(inputs, training=False)
 
   outputs = [call(batch[0] if isinstance(batch, tuple) else batch).numpy()
              for batch in dataset]
-  return np.concatenate(outputs, axis=0)
+  # Without the padding rows of a static-shape last batch.
+  return np.concatenate(outputs, axis=0)[:len(examples)]
 
 
 def _prediction_values(spec, outputs):

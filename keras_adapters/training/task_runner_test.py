@@ -304,11 +304,69 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
       ("negative_seed", dict(seed=-1), "seed=-1: must be"),
       ("no_adapter_size", dict(adapter_size=None), "adapter_size=None: must be"),
       ("unknown_tuning", dict(tuning="all"), "tuning='all': choose one of adapters, "),
-      ("unknown_pooling", dict(pooling="max"), "pooling='max': choose one of cls, mean"))
+      ("unknown_pooling", dict(pooling="max"), "pooling='max': choose one of cls, mean"),
+      ("unknown_precision", dict(mixed_precision="half"),
+       "mixed_precision='half': choose one of float32, bfloat16, float16"),
+      ("jit_compile_not_a_bool", dict(jit_compile="yes"), "jit_compile must be True or False"))
   def test_invalid_config(self, overrides, message):
     """A value that cannot be trained with is a ValueError naming the field and the fix."""
     with self.assertRaisesRegex(ValueError, message):
       self._config(**overrides)
+
+  def test_tpu_implies_bfloat16_and_xla_with_static_shapes(self):
+    on_tpu = self._config(strategy="tpu")
+    self.assertEqual((on_tpu.mixed_precision, on_tpu.jit_compile, on_tpu.static_shapes),
+                     ("bfloat16", True, True))
+    # Static shapes stay on a TPU even without XLA asked for: it compiles every step.
+    self.assertTrue(self._config(strategy="tpu", jit_compile=False).static_shapes)
+    self.assertEqual((self.config.mixed_precision, self.config.jit_compile,
+                      self.config.static_shapes), ("float32", False, False))
+
+  def test_xla_run_trains_full_static_batches_and_scores_every_example(self):
+    """Under jit_compile, training drops the last partial batch (18 examples in batches of 8
+    are 2 steps), and scoring pads its last batch: every example is scored once, as the
+    per-batch-padded prediction of the same model scores it."""
+    config = self._config(jit_compile=True)
+    _RecordingTrainer.instances.clear()
+    with mock.patch.object(trainer_lib, "Trainer", _RecordingTrainer):
+      results = task_runner.run_task(self.spec, self.splits, config,
+                                     os.path.join(self.create_tempdir().full_path, "run"),
+                                     progress_bar=False)
+    (trainer,) = _RecordingTrainer.instances
+    self.assertEqual(results["num_train_steps"], 2)
+    self.assertEqual(results["config"]["jit_compile"], True)
+    self.assertLen(results["predictions"]["unlabelled"]["ids"], 4)
+    # 6 examples in one evaluation batch of 64, 58 of them padding rows.
+    static = task_runner.predict(trainer.model, self.splits["test"],
+                                 hub.load(self.preprocess_handle), config)
+    dynamic = task_runner.predict(trainer.model, self.splits["test"],
+                                  hub.load(self.preprocess_handle), self.config)
+    self.assertEqual(static.shape, (6, len(_LABEL_NAMES)))
+    self.assertAllClose(static, dynamic, atol=1e-5)
+    self.assertEqual(results["metrics"]["test"]["accuracy"], float(np.mean(
+        static.argmax(-1) == self.splits["test"].labels)))
+
+  def test_runs_recorded_before_precision_settings_resume_as_float32(self):
+    """A run.json written before mixed_precision and jit_compile existed holds a float32,
+    uncompiled run: the same settings reuse it, another precision is refused."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self.model_dir, model_dir)
+    run_file = os.path.join(model_dir, task_runner.RUN_FILE)
+    with open(run_file, encoding="utf-8") as f:
+      record = json.load(f)
+    for name in ("mixed_precision", "jit_compile"):
+      del record["config"][name]
+    with open(run_file, "w", encoding="utf-8") as f:
+      json.dump(record, f)
+    with mock.patch.object(trainer_lib.Trainer, "_build",
+                           side_effect=AssertionError("built a model")):
+      task_runner.run_task(self.spec, self.splits, self.config, model_dir, progress_bar=False)
+      with self.assertRaisesRegex(task_runner.RunSettingsError,
+                                  "mixed_precision='float32' there, "
+                                  "mixed_precision='bfloat16' now"):
+        task_runner.run_task(self.spec, self.splits,
+                             self._config(mixed_precision="bfloat16"), model_dir,
+                             progress_bar=False)
 
   def test_missing_train_split(self):
     """Splits without "train" are a ValueError naming the splits given; nothing is written."""
