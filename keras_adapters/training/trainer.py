@@ -53,7 +53,6 @@ chief's checkpoints, so `model_dir` must be a path they all reach (a shared file
 
 import contextlib
 import dataclasses
-import json
 import math
 import numbers
 import os
@@ -305,10 +304,10 @@ class Trainer:
     Finished means: the completion marker is there, for `num_train_steps`, and its final
     checkpoint is the latest one. Nothing is built.
     """
-    if not os.path.exists(self._marker_path):
+    recorded = atomic_io.read_json(self._marker_path)
+    if recorded is None:
       return None
-    with open(self._marker_path, encoding="utf-8") as f:
-      result = TrainResult(**json.load(f))
+    result = TrainResult(**recorded)
     latest = tf.train.latest_checkpoint(self._model_dir)
     # The marker is written after the final checkpoint; it only counts while that checkpoint
     # is the latest one and the run asks for the same number of steps.
@@ -317,8 +316,39 @@ class Trainer:
       return None
     return dataclasses.replace(result, checkpoint_path=latest)
 
+  def step_function(self) -> Callable[[tuple], tf.Tensor]:
+    """Builds the model and optimiser as `train()` does, without reading or writing
+    `model_dir`, and returns `step(batch)`: one training step on a `(features, labels)` batch
+    (a distributed one under a strategy of several replicas), returning the loss. For
+    benchmarks and profiling: it is the step `train()` takes, loss scaling and XLA included.
+    """
+    self._build_step()
+    return lambda batch: self._train_step(batch)[0]
+
   def _build(self):
-    """Builds the model, optimiser, checkpoint, step function and summary writers."""
+    """Builds the step, the checkpoint and summary writers."""
+    self._build_step()
+    # Completed steps, and where the data stands: the epoch and the batches consumed in it.
+    self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    self._batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="batch_in_epoch")
+    # Only the chief writes model_dir; the other workers of a multi-worker run still save (a
+    # save reads distributed variables with collective ops), into their own folder.
+    self._is_chief = self._strategy.extended.should_checkpoint
+    self._write_dir = self._model_dir if self._is_chief else os.path.join(
+        self._model_dir, f"workertemp_{self._strategy.cluster_resolver.task_id}")
+    self._checkpoint = tf.train.Checkpoint(
+        model=self.model, optimizer=self._optimizer, step=self._step, epoch=self._epoch,
+        batch_in_epoch=self._batch_in_epoch)
+    self._remove_save_leftovers()
+    self._manager = self._new_manager()
+    self._writers = {
+        kind: tf.summary.create_file_writer(os.path.join(self._write_dir, SUMMARIES_DIR, kind))
+        for kind in ("train", "eval")}
+
+  def _build_step(self):
+    """Builds the model, the optimiser and the step function."""
     keras.utils.set_random_seed(self._seed)
     if self._deterministic:
       tf.config.experimental.enable_op_determinism()
@@ -338,29 +368,11 @@ class Trainer:
       optimizer = performance.configure_optimizer(optimizer, use_float16=self._loss_scaling)
     self.model = model
     self._optimizer = optimizer
-    # Completed steps, and where the data stands: the epoch and the batches consumed in it.
-    self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-    self._batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                       name="batch_in_epoch")
-    # Only the chief writes model_dir; the other workers of a multi-worker run still save (a
-    # save reads distributed variables with collective ops), into their own folder.
-    self._is_chief = self._strategy.extended.should_checkpoint
-    self._write_dir = self._model_dir if self._is_chief else os.path.join(
-        self._model_dir, f"workertemp_{self._strategy.cluster_resolver.task_id}")
-    self._checkpoint = tf.train.Checkpoint(
-        model=model, optimizer=optimizer, step=self._step, epoch=self._epoch,
-        batch_in_epoch=self._batch_in_epoch)
-    self._remove_save_leftovers()
-    self._manager = self._new_manager()
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
     self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
     self._loss_and_gradients = tf.function(self._replica_loss_and_gradients,
                                            jit_compile=self._jit_compile,
                                            reduce_retracing=True)
-    self._writers = {
-        kind: tf.summary.create_file_writer(os.path.join(self._write_dir, SUMMARIES_DIR, kind))
-        for kind in ("train", "eval")}
 
   def _new_manager(self) -> tf.train.CheckpointManager:
     """A manager of `write_dir`'s checkpoints, as its `checkpoint` state file lists them."""

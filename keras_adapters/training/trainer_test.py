@@ -295,6 +295,17 @@ class TrainerTest(tf.test.TestCase):
     # different float32 summation order from one device's; Adam keeps the drift tiny.
     self.assertSameWeights(mirrored.model, self._reference.model, atol=1e-5)
 
+  def test_step_function_is_the_training_step_and_leaves_model_dir_alone(self):
+    trained = _make_trainer(self.create_tempdir().full_path, num_train_steps=1)
+    trained.train()
+    model_dir = os.path.join(self.create_tempdir().full_path, "never_written")
+    stepper = _make_trainer(model_dir, num_train_steps=1)
+    step = stepper.step_function()
+    first_batch = next(iter(_dataset_fn(trainer._epoch_seed(1, 0))))
+    self.assertTrue(np.isfinite(float(step(first_batch))))
+    self.assertSameWeights(stepper.model, trained.model, atol=0)
+    self.assertFalse(os.path.exists(model_dir))
+
   def test_xla_compiled_steps_train_like_uncompiled_ones(self):
     for strategy in ("default", "mirrored"):
       with self.subTest(strategy=strategy):
