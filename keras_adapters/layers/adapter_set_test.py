@@ -2,13 +2,16 @@
 
 import inspect
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
+from keras_adapters.layers import testing
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 _TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
              intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
@@ -20,7 +23,7 @@ def _inputs():
               input_type_ids=tf.zeros_like(ids))
 
 
-class AdapterSetTest(tf.test.TestCase):
+class AdapterSetTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -72,6 +75,36 @@ class AdapterSetTest(tf.test.TestCase):
     for weight in own.values():
       weight.assign(tf.zeros_like(weight))
     self.assertNotAllClose(encoder(_inputs())["sequence_output"], expected)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_set_in_a_mixed_encoder(self, name, epsilon):
+    """Made under a mixed policy, a set keeps float32 variables, its adapters compute in the
+    policy's dtype and its LayerNorms in float32; a mixed encoder called with it returns
+    float32 near what the float32 encoder returns with the same weights."""
+    encoder = adapted_bert_encoder.AdaptedBertEncoder(**_TINY, dropout_rate=0.0)
+    encoder(_inputs())
+    layer = adapter_set.AdapterSet(num_layers=2, adapter_size=4)
+    layer.build((None, None, 16))
+    rng = np.random.RandomState(0)
+    for weight in layer.weights:
+      weight.assign(rng.normal(scale=0.3, size=weight.shape))
+    with precision.policy_scope(name):
+      mixed_encoder = adapted_bert_encoder.AdaptedBertEncoder(**_TINY, dropout_rate=0.0)
+      mixed_layer = adapter_set.AdapterSet(num_layers=2, adapter_size=4)
+    mixed_encoder(_inputs())
+    mixed_encoder.set_weights(encoder.get_weights())
+    mixed_layer.build((None, None, 16))
+    mixed_layer.set_weights(layer.get_weights())
+    self.assertEqual({w.dtype for w in mixed_layer.weights}, {tf.float32})
+    adapters = mixed_layer.encoder_adapters()
+    self.assertEqual(adapters.blocks[1].feedforward_adapter.compute_dtype, name)
+    self.assertEqual(adapters.blocks[1].output_layer_norm.compute_dtype, "float32")
+    expected = encoder(_inputs(), adapters=layer.encoder_adapters())
+    outputs = mixed_encoder(_inputs(), adapters=adapters)
+    for key in ("sequence_output", "pooled_output"):
+      self.assertEqual(outputs[key].dtype, tf.float32)
+      # Two blocks of one rounding per product: measured up to 0.65 epsilons.
+      self.assertLess(testing.mixed_precision_gap(outputs[key], expected[key], epsilon), 3)
 
   def test_drop_adapters_removes_them_and_leaves_the_layer_norms(self):
     layer = adapter_set.AdapterSet(num_layers=2, adapter_size=4)

