@@ -8,8 +8,10 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import testing
 from keras_adapters.models import parameter_summary
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 _TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
              intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
@@ -285,6 +287,49 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     rebuilt(inputs)
     self.assertEqual(rebuilt.count_params(), encoder.count_params())
     self.assertEqual(set(rebuilt.hub_variable_map()), set(encoder.hub_variable_map()))
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_outputs_are_float32(self, name, epsilon):
+    """Made under a mixed policy, the encoder (embedding projection and adapters included)
+    keeps float32 variables, computes every sub-layer in the policy's dtype but the LayerNorms
+    and the pooler, returns float32 outputs, and stays near the float32 encoder."""
+    reference = _encoder(embedding_width=8, dropout_rate=0.0)
+    reference(_inputs())
+    rng = np.random.RandomState(0)
+    for weight in reference.weights:
+      weight.assign(rng.normal(scale=0.3, size=weight.shape))
+    with precision.policy_scope(name):
+      mixed = _encoder(embedding_width=8, dropout_rate=0.0)
+    mixed(_inputs())
+    mixed.set_weights(reference.get_weights())
+    self.assertEqual({w.dtype for w in mixed.weights}, {tf.float32})
+    float32_layers = set(mixed.layer_norms + [mixed.pooler_transform])
+    layers = [m for m in mixed.submodules if isinstance(m, keras.layers.Layer)]
+    self.assertEqual({layer.compute_dtype for layer in layers if layer not in float32_layers},
+                     {name})
+    self.assertEqual({layer.compute_dtype for layer in float32_layers}, {"float32"})
+    outputs, expected = mixed(_inputs()), reference(_inputs())
+    for key in ("sequence_output", "pooled_output", "default"):
+      self.assertEqual(outputs[key].dtype, tf.float32)
+      # Measured up to 1.1 epsilons.
+      self.assertLess(testing.mixed_precision_gap(outputs[key], expected[key], epsilon), 3)
+    self.assertEqual({output.dtype for output in outputs["encoder_outputs"]}, {tf.float32})
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_a_float32_encoder_ignores_a_mixed_global_policy(self, name, epsilon):
+    """`dtype="float32"` reaches every sub-layer: under a mixed global policy the encoder
+    computes exactly what it computes under float32 (what the Hub parity probe relies on)."""
+    del epsilon  # Nothing is rounded.
+    reference = _encoder(embedding_width=8)
+    reference(_inputs())
+    with precision.policy_scope(name):
+      encoder = _encoder(embedding_width=8, dtype="float32")
+      encoder(_inputs())
+      encoder.set_weights(reference.get_weights())
+      self.assertEqual({m.compute_dtype for m in encoder.submodules
+                        if isinstance(m, keras.layers.Layer)}, {"float32"})
+      self.assertAllEqual(encoder(_inputs())["sequence_output"],
+                          reference(_inputs())["sequence_output"])
 
   def test_bert_base_parameter_arithmetic(self):
     """BERT-base with m=64: each adapter 99,136 params, all 24 together 2,379,264."""
