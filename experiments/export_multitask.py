@@ -24,6 +24,7 @@ from absl import flags
 from experiments import cli
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import multitask_export
+import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 flags.DEFINE_list("tasks", None,
                   "The tasks to serve, as name=artifact_folder pairs, e.g. "
@@ -71,8 +72,8 @@ def main(argv):
   export_dir = multitask_export.export_multitask(
       base_handle, tasks, FLAGS.export_dir, preprocess_handle=FLAGS.preprocess_handle,
       overwrite=FLAGS.overwrite)
-  size = sum(os.path.getsize(os.path.join(root, name))
-             for root, _, names in os.walk(export_dir) for name in names)
+  size = sum(tf.io.gfile.stat(os.path.join(root, name)).length
+             for root, _, names in tf.io.gfile.walk(export_dir) for name in names)
   print(f"Wrote {export_dir} ({size / 2**20:.1f} MiB): signatures "
         f"{', '.join(tasks)} (one task each) and {multitask_export.ROUTED_SIGNATURE} "
         "(= serving_default, mixed batches).")

@@ -25,7 +25,6 @@ and `glue_results.md`, the validation scores of every task run into this --model
 --export_dir: `<task>/saved_model` (raw strings in) and `<task>/adapters`. Rerunning resumes.
 """
 
-import json
 import os
 
 from absl import app
@@ -213,10 +212,7 @@ def main(argv):
   data = _load_all(tasks)
 
   results_path = os.path.join(FLAGS.model_dir, RESULTS_JSON)
-  table = {}
-  if os.path.isfile(results_path):
-    with open(results_path, encoding="utf-8") as f:
-      table = json.load(f)
+  table = atomic_io.read_json(results_path) or {}
   for task, splits in data.items():
     print(f"{task}: {', '.join(f'{name} {len(split):,}' for name, split in splits.items())} "
           "examples")

@@ -29,7 +29,6 @@ offsets out) and `adapters/`. Rerunning resumes; a finished run is not trained a
 """
 
 import dataclasses
-import json
 import os
 
 from absl import app
@@ -136,10 +135,7 @@ def run_methods(train, dev, base_config, squad_config):
   """Runs each of --methods in `<model_dir>/<method>`; writes and returns the results table."""
   num_layers = hub_encoder.read_hub_encoder(base_config.hub_handle).config["num_layers"]
   results_path = os.path.join(FLAGS.results_dir, RESULTS_JSON)
-  table = {}
-  if os.path.isfile(results_path):
-    with open(results_path, encoding="utf-8") as f:
-      table = json.load(f)
+  table = atomic_io.read_json(results_path) or {}
   # Before the first run: rows of other data or another budget are never replaced or mixed.
   identity = _table_identity(dict(config=dataclasses.asdict(base_config),
                                   squad=dataclasses.asdict(squad_config),

@@ -25,12 +25,12 @@ Studies (`build_study`):
 """
 
 import dataclasses
-import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
+import tensorflow as tf
 
 from keras_adapters.analysis import ablation
 from keras_adapters.tasks import examples as examples_lib
@@ -219,10 +219,10 @@ def run_study(study: Study,
   splits = {name: splits[name] for name in ("train", EVAL_SPLIT)}
   for trial in study.trials:
     run_dir = os.path.join(root_dir, trial.name)
-    if os.path.isdir(run_dir):
+    if tf.io.gfile.isdir(run_dir):
       task_runner.check_run_dir(spec, splits, trial.config, run_dir)
   settings = shared_settings(study, spec, splits)
-  previous = read_summary(summary_path) or {}
+  previous = atomic_io.read_json(summary_path) or {}
   recorded = _recorded_outcomes(previous, settings, keep_scores=not export_trials)
   # What later steps added to the summary (the ablation's spans) stays in it.
   kept = {key: value for key, value in previous.items() if key not in _SUMMARY_KEYS}
@@ -231,7 +231,7 @@ def run_study(study: Study,
   def write(summary):
     return write_json(summary_path, {**summary, "settings": settings, **kept})
 
-  pending = [trial for trial in study.trials if not os.path.isfile(
+  pending = [trial for trial in study.trials if not tf.io.gfile.exists(
       os.path.join(root_dir, trial.name, task_runner.RESULTS_FILE))
              and trial.name not in recorded]
   log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} run(s), "
@@ -436,11 +436,3 @@ def run_ablation(summary: Dict[str, Any], summary_path: str, num_layers: int,
   summary["ablation"] = dict(trial=run["name"], num_layers=num_layers, scores=scores,
                              changes=ablation.change_matrix(scores, num_layers))
   return write_json(summary_path, summary)
-
-
-def read_summary(path: str) -> Optional[Dict[str, Any]]:
-  """A study's JSON, or `None` where there is none yet."""
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)

@@ -16,7 +16,6 @@ one model per task, counted whole (`total_parameters` of their rows: a no-BERT m
 its frozen GloVe or USE table). Totals are also given as multiples of one base.
 """
 
-import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -37,11 +36,7 @@ SUITE_MARKDOWN = "suite.md"
 
 def read_comparison(results_dir: str, task: str) -> Optional[Dict[str, Any]]:
   """`<results_dir>/<task>/comparison.json`, or `None` where there is none."""
-  path = os.path.join(results_dir, task, COMPARISON_FILE)
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return atomic_io.read_json(os.path.join(results_dir, task, COMPARISON_FILE))
 
 
 def missing_methods(comparison: Optional[Mapping[str, Any]]) -> List[str]:

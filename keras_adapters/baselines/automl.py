@@ -8,7 +8,6 @@ score on the training split, scores it once on the test split, exports it as a S
 """
 
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -98,7 +97,7 @@ def run_automl(spec: examples_lib.TaskSpec, splits: Mapping[str, examples_lib.Te
         f"are in its results: {trials[-1:]!r}")
   (best,) = completed
   results_path = os.path.join(model_dir, RESULTS_FILE)
-  previous = _read_json(results_path)
+  previous = atomic_io.read_json(results_path)
   if previous and previous["trials"] == trials:
     return previous
   config = search_space.build(best.hyperparameters)
@@ -200,7 +199,7 @@ def _record_settings(model_dir: str, settings: SearchSettings) -> List[Dict[str,
   path = os.path.join(model_dir, SETTINGS_FILE)
   current = dataclasses.asdict(settings)
   current["embeddings"] = list(current["embeddings"])
-  recorded = _read_json(path)
+  recorded = atomic_io.read_json(path)
   if recorded is not None:
     changed = sorted(k for k in current if k != "max_trials" and recorded.get(k) != current[k])
     if changed:
@@ -218,10 +217,3 @@ def _record_settings(model_dir: str, settings: SearchSettings) -> List[Dict[str,
       dict(provenance.record(), max_trials=settings.max_trials)]
   atomic_io.write_json(path, dict(current, sessions=sessions))
   return sessions
-
-
-def _read_json(path: str) -> Optional[Any]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)

@@ -7,7 +7,6 @@ its state and every trial in the project folder: a search that is killed resumes
 stopped, re-running the trial it was in.
 """
 
-import json
 import math
 import os
 import time
@@ -142,11 +141,8 @@ class AutoMLTuner(base_tuner.BaseTuner):
 
   def trial_seconds(self, trial_id: str) -> float:
     """Wall time of a trial's last run, 0 if it never ended (killed)."""
-    path = os.path.join(self.get_trial_dir(trial_id), SECONDS_FILE)
-    if not os.path.exists(path):
-      return 0.0
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)["seconds"]
+    recorded = atomic_io.read_json(os.path.join(self.get_trial_dir(trial_id), SECONDS_FILE))
+    return 0.0 if recorded is None else recorded["seconds"]
 
   def score(self, model: keras.Model, examples: examples_lib.TextExamples) -> float:
     """The task's first metric of `model` on `examples`."""

@@ -33,6 +33,7 @@ from typing import Optional, Tuple
 
 from absl import logging
 from safetensors import numpy as safetensors_numpy
+import tensorflow as tf
 
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -98,8 +99,8 @@ def write_artifact(directory, config, tensors, overwrite=False):
     `directory`.
   """
   directory = os.fspath(directory)
-  if (os.path.isdir(directory) and os.listdir(directory) and not overwrite
-      and not os.path.isfile(os.path.join(directory, CONFIG_FILE))):
+  if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory) and not overwrite
+      and not tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))):
     raise AdapterArtifactError(
         f"{directory!r} is a non-empty folder that is not an adapter artifact; saving there "
         f"would delete what it holds. Pick another folder, or pass overwrite=True to replace "
@@ -117,16 +118,15 @@ def write_artifact(directory, config, tensors, overwrite=False):
 def read_adapter_config(directory):
   """Returns the parsed `adapter_config.json` of an artifact, or raises a clear error."""
   path = os.path.join(os.fspath(directory), CONFIG_FILE)
-  if not os.path.isfile(path):
+  try:
+    config = atomic_io.read_json(path)
+  except (tf.errors.OpError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    raise AdapterArtifactError(
+        f"{path} is corrupt ({error}); save the adapters again.") from None
+  if config is None:
     raise AdapterArtifactError(
         f"No adapter artifact at {directory!r}: {CONFIG_FILE} is missing. Pass a folder "
         "written by save_adapters().")
-  try:
-    with open(path, encoding="utf-8") as f:
-      config = json.load(f)
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-    raise AdapterArtifactError(
-        f"{path} is corrupt ({error}); save the adapters again.") from None
   if not isinstance(config, dict) or config.get("format_version") not in _READABLE_VERSIONS:
     version = config.get("format_version") if isinstance(config, dict) else None
     raise AdapterArtifactError(
@@ -143,9 +143,9 @@ def read_tensors(directory):
   """
   path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
   try:
-    with open(path, "rb") as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
       data = f.read()
-  except OSError as error:
+  except tf.errors.OpError as error:
     raise AdapterArtifactError(
         f"Cannot read {path} ({error}): the artifact is incomplete; save the adapters "
         "again.") from None

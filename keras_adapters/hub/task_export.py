@@ -131,10 +131,10 @@ def export_kind(directory):
     of none of these kinds; `None` without a SavedModel.
   """
   path = os.path.join(directory, "saved_model.pb")
-  if not os.path.isfile(path):
+  if not tf.io.gfile.exists(path):
     return None
   saved_model = saved_model_pb2.SavedModel()
-  with open(path, "rb") as f:
+  with tf.io.gfile.GFile(path, "rb") as f:
     saved_model.ParseFromString(f.read())
   signatures = saved_model.meta_graphs[0].signature_def if saved_model.meta_graphs else {}
   outputs = (set(signatures["serving_default"].outputs) if "serving_default" in signatures
@@ -158,7 +158,7 @@ def check_export_dir(export_dir, kind, error=errors.UsageError, fix=_REPLACE_FIX
     error: The exception type to raise.
     fix: What the message tells the user to do.
   """
-  if not os.path.isdir(export_dir) or not os.listdir(export_dir):
+  if not tf.io.gfile.isdir(export_dir) or not tf.io.gfile.listdir(export_dir):
     return
   held = export_kind(export_dir)
   if held == kind:

@@ -13,6 +13,7 @@ import os
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.tasks import glue
 from keras_adapters.tasks import metrics
@@ -126,7 +127,6 @@ def write_glue_submission(output_dir: str, task: str, split: str, ids: Sequence[
     repeated = next(example_id for example_id, count in counts.items() if count > 1)
     raise ValueError(f"Id {repeated!r} occurs more than once in the ids for "
                      f"{os.path.basename(path)}; pass the ids of the test split as read.")
-  os.makedirs(output_dir, exist_ok=True)
   atomic_io.write_text(path, "".join(f"{line}\n" for line in [
       _HEADER, *(f"{example_id}\t{row}" for example_id, row in zip(ids, rows))]))
   return path
@@ -147,11 +147,11 @@ def check_glue_submission(output_dir: str,
   problems = []
   for name, size in (GLUE_TEST_SIZES if test_sizes is None else test_sizes).items():
     path = os.path.join(output_dir, name)
-    if not os.path.isfile(path):
+    if not tf.io.gfile.exists(path):
       problems.append(f"{name} is missing")
       continue
-    with open(path, encoding="utf-8") as f:
-      lines = f.read().splitlines()
+    with tf.io.gfile.GFile(path, "rb") as f:
+      lines = f.read().decode("utf-8").splitlines()
     if not lines or lines[0] != _HEADER:
       problems.append(f"{name} does not start with the header {_HEADER!r}")
     elif len(lines) - 1 != size:

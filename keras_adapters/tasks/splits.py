@@ -13,10 +13,10 @@ import fractions as fractions_lib
 import hashlib
 import json
 import math
-import os
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import text_classification
@@ -189,7 +189,7 @@ def split_with_manifest(path: str, spec: TaskSpec, examples: TextExamples,
       other examples.
   """
   given = given or {}
-  if not os.path.exists(path):
+  if not tf.io.gfile.exists(path):
     manifest = make_split_manifest(spec, examples, fractions, seed, given)
     save_split_manifest(path, manifest)
   else:
@@ -269,18 +269,17 @@ def load_split_manifest(path: str) -> SplitManifest:
     FileNotFoundError: There is no file at `path`.
     ValueError: The file is not a valid split manifest.
   """
-  if not os.path.exists(path):
+  try:
+    record = atomic_io.read_json(path)
+  except json.JSONDecodeError as e:
+    raise errors.DataError(
+        f"Split manifest {path}, line {e.lineno}, column {e.colno}: not valid JSON "
+        f"({e.msg}). Restore it from where it was kept, or delete it to make a new split."
+    ) from e
+  if record is None:
     raise FileNotFoundError(
         f"Split manifest {path} does not exist; make one with make_split_manifest and "
         "save_split_manifest, or call split_with_manifest.")
-  with open(path, encoding="utf-8") as f:
-    try:
-      record = json.load(f)
-    except json.JSONDecodeError as e:
-      raise errors.DataError(
-          f"Split manifest {path}, line {e.lineno}, column {e.colno}: not valid JSON "
-          f"({e.msg}). Restore it from where it was kept, or delete it to make a new split."
-      ) from e
   _check_record(path, record)
   return SplitManifest(
       task=record["task"],

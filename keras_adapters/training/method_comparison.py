@@ -1,12 +1,12 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
 import dataclasses
-import json
 import os
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
+import tensorflow as tf
 
 from keras_adapters.training import task_runner
 from keras_adapters.utils import atomic_io
@@ -76,7 +76,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   for method, config in configs.items():
     for seed in seeds:
       run_dir = _run_dir(root_dir, method, seed)
-      if os.path.isdir(run_dir):
+      if tf.io.gfile.isdir(run_dir):
         task_runner.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
   summary = dict(table_identity(spec, splits, eval_split),
                  train_examples=len(splits["train"]), epochs=base_config.epochs,
@@ -144,7 +144,7 @@ def check_results_dir(results_dir, identity):
     ResultsTableError: The table records other values; the message names them and
       `results_dir`.
   """
-  previous = _read_summary(results_dir) or {}
+  previous = atomic_io.read_json(os.path.join(results_dir, "comparison.json")) or {}
   refuse_other_results(os.path.join(results_dir, "comparison.json"), previous, identity)
   return previous
 
@@ -254,14 +254,6 @@ def _optional(value, spec):
 
 def _run_dir(root_dir, method, seed):
   return os.path.join(root_dir, f"{method}-seed{seed}")
-
-
-def _read_summary(results_dir):
-  path = os.path.join(results_dir, "comparison.json")
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 def _write_summary(results_dir, summary):

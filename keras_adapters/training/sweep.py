@@ -16,14 +16,13 @@ lucky seed cannot win on its own; the best seed of the chosen setting is exporte
 
 import dataclasses
 import itertools
-import json
 import os
 import re
-import shutil
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.training import task_runner
@@ -184,17 +183,28 @@ def rerun_finished(spec: examples_lib.TaskSpec,
   Returns:
     The rerun's results.
   """
-  results_path = os.path.join(rerun_dir, task_runner.RESULTS_FILE)
-  if os.path.isfile(results_path):
-    with open(results_path, encoding="utf-8") as f:
-      results = json.load(f)
-    # Compared rather than trusted: a resumed sweep may since have chosen another trial.
-    if results.get("export_dir") == export_dir and not _changed_fields(results, config):
-      return results
-  shutil.rmtree(rerun_dir, ignore_errors=True)
-  shutil.copytree(run_dir, rerun_dir, ignore=shutil.ignore_patterns(
-      task_runner.RESULTS_FILE, trainer.SUMMARIES_DIR))
+  results = atomic_io.read_json(os.path.join(rerun_dir, task_runner.RESULTS_FILE))
+  # Compared rather than trusted: a resumed sweep may since have chosen another trial.
+  if (results is not None and results.get("export_dir") == export_dir
+      and not _changed_fields(results, config)):
+    return results
+  _copy_run(run_dir, rerun_dir)
   return run_fn(spec, splits, config, rerun_dir, export_dir=export_dir, progress_bar=False)
+
+
+def _copy_run(run_dir: str, rerun_dir: str) -> None:
+  """Replaces `rerun_dir` with a copy of `run_dir` without its results and summaries (on
+  any file system TensorFlow serves)."""
+  if tf.io.gfile.exists(rerun_dir):
+    tf.io.gfile.rmtree(rerun_dir)
+  for folder, _, files in tf.io.gfile.walk(run_dir):
+    inside = folder[len(run_dir):].strip("/")
+    if inside.split("/")[0] == trainer.SUMMARIES_DIR:
+      continue
+    tf.io.gfile.makedirs(os.path.join(rerun_dir, inside))
+    for name in files:
+      if (inside, name) != ("", task_runner.RESULTS_FILE):
+        tf.io.gfile.copy(os.path.join(folder, name), os.path.join(rerun_dir, inside, name))
 
 
 def selection_split_for(splits: Mapping[str, examples_lib.TextExamples]) -> str:
