@@ -11,10 +11,12 @@ import tf_keras as keras
 
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 _NUM_LAYERS = testing.TINY_CONFIG["num_layers"]
 _HIDDEN = testing.TINY_CONFIG["hidden_size"]
@@ -179,6 +181,24 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "adapter_size must be a positive integer"):
       adapted_bert.AdaptedBert(self.handle, adapter_size=adapter_size)
 
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_first_layer_of_a_base(self, name, epsilon):
+    """Under a mixed policy the first AdaptedBert of a base builds (its Hub parity probe runs
+    in float32 inside); variables stay float32, the encoder computes in the policy, and every
+    output is float32, with identity adapters near the Hub encoder's."""
+    hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+    with precision.policy_scope(name):
+      layer = adapted_bert.AdaptedBert(self.handle, adapter_size=4, adapter_init_stddev=0.0)
+    self.assertEqual(layer.encoder.compute_dtype, name)
+    self.assertEqual({w.dtype for w in layer.weights}, {tf.float32})
+    outputs = layer(self.inputs, training=False)
+    for key in ("pooled_output", "sequence_output", "default"):
+      self.assertEqual(outputs[key].dtype, tf.float32)
+      # Measured up to 2.0 epsilons (the pooled output).
+      self.assertLess(layers_testing.mixed_precision_gap(
+          outputs[key], self.hub_outputs[key], epsilon), 4, msg=key)
+    self.assertEqual({output.dtype for output in outputs["encoder_outputs"]}, {tf.float32})
+
   def test_mirrored_strategy_variables_and_parity(self):
     """Built in a MirroredStrategy scope, variables are mirrored and outputs match the Hub's."""
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -204,7 +224,7 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     self._assert_matches_hub(layer(self.inputs, training=False))
 
 
-class NamedAdaptersTest(tf.test.TestCase):
+class NamedAdaptersTest(tf.test.TestCase, parameterized.TestCase):
   """Several adapter sets on one base: add, activate, train one, disable, delete, drop."""
 
   @classmethod
@@ -294,6 +314,28 @@ class NamedAdaptersTest(tf.test.TestCase):
     a_trainable = {id(w) for w in model_a.trainable_weights}
     self.assertEqual(a_trainable, {id(w) for w in layer.adapter_weights("default").values()}
                      | {id(w) for w in model_a.get_layer("logits").weights})
+
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_sets_and_their_models(self, name, epsilon):
+    """Under a mixed policy an added set follows it too: the models of both sets give float32
+    logits, and a new set (identity adapters) and the plain base compute near the Hub
+    encoder."""
+    with precision.policy_scope(name):
+      layer = self._layer()
+      layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2, init_stddev=0.0))
+      model_a = classifier.build_classifier(layer, 3)
+      layer.train_adapter("b")
+      model_b = classifier.build_classifier(layer, 2)
+    self.assertEqual({w.dtype for w in model_a.weights + model_b.weights}, {tf.float32})
+    self.assertEqual(model_a(self.inputs).dtype, tf.float32)
+    self.assertEqual(model_b(self.inputs).dtype, tf.float32)
+    with layer.disable_adapter():
+      plain = self._sequence(layer)
+    for sequence in (self._sequence(layer, adapter_name="b"), plain):
+      self.assertEqual(sequence.dtype, tf.float32)
+      # Measured up to 1.7 epsilons.
+      self.assertLess(layers_testing.mixed_precision_gap(
+          sequence, self.hub_outputs["sequence_output"], epsilon), 4)
 
   def test_disable_adapter_gives_the_plain_base(self):
     """Inside disable_adapter() every call is the Hub encoder, even a model bound to a set."""
