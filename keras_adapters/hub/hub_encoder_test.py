@@ -14,7 +14,9 @@ from official.nlp.configs import encoders
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 
 class HubEncoderTest(tf.test.TestCase):
@@ -69,6 +71,18 @@ class HubEncoderTest(tf.test.TestCase):
     unread = dense_after(lambda: None)
     self.assertAllEqual(dense_after(cold_read), unread)
     self.assertAllEqual(dense_after(read_in_scope), unread)
+
+  def test_parity_probe_runs_in_float32_under_a_mixed_policy(self):
+    """The probe's encoder computes in float32 whatever the global policy (the Hub model
+    does): a cold read under a mixed policy measures exactly the float32 read's parity and
+    leaves the policy as it was."""
+    for name, _, _ in layers_testing.MIXED_PRECISIONS:
+      with self.subTest(precision=name), precision.policy_scope(name):
+        hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+        read = hub_encoder.read_hub_encoder(self.handle)
+        self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, name)
+        self.assertEqual(read.parity, self.hub_weights.parity)
+        self.assertEqual(read.config, self.hub_weights.config)
 
   def test_missing_handle_is_a_clear_error(self):
     """A path that does not exist names itself and the kinds of handle accepted."""

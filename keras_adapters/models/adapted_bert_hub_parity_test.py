@@ -16,7 +16,9 @@ from tf_keras.protobuf import saved_metadata_pb2
 
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
+from keras_adapters.training import precision
 
 class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
 
@@ -52,6 +54,29 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
     for expected_layer, actual_layer in zip(expected["encoder_outputs"],
                                             actual["encoder_outputs"]):
       self.assertAllClose(expected_layer, actual_layer, atol=1e-5, rtol=0)
+
+  @parameterized.named_parameters(*[(name, name) for name in testing.MODEL_GARDEN_VARIANTS])
+  def test_mixed_precision_builds_near_the_hub_layer(self, name):
+    """Under each mixed policy, a cold read of the variant builds (its parity probe runs in
+    float32), with float32 variables and float32 outputs near the Hub layer's."""
+    handle = self._export(name)
+    inputs = hub_encoder.probe_inputs(hub_encoder.read_hub_encoder(handle).config,
+                                      batch_size=3, seq_length=12)
+    expected = hub.KerasLayer(handle)(inputs)
+    # Cold: the first policy's layer reads the base, probe included, under that policy.
+    hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+    for precision_name, _, epsilon in layers_testing.MIXED_PRECISIONS:
+      with self.subTest(precision=precision_name):
+        with precision.policy_scope(precision_name):
+          bert = adapted_bert.AdaptedBert(handle, adapter_size=4, adapter_init_stddev=0.0)
+        self.assertEqual(bert.encoder.compute_dtype, precision_name)
+        self.assertEqual({w.dtype for w in bert.weights}, {tf.float32})
+        actual = bert(inputs)
+        for key in ("sequence_output", "pooled_output"):
+          self.assertEqual(actual[key].dtype, tf.float32)
+          # Measured up to 5.3 epsilons: these exports' random weights are far from zero.
+          self.assertLess(layers_testing.mixed_precision_gap(actual[key], expected[key],
+                                                             epsilon), 10, msg=key)
 
   def test_a_stated_activation_that_differs_is_refused(self):
     """The base's activation is read, not taken from the caller: a contradiction is named."""
