@@ -7,9 +7,11 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
+from keras_adapters.training import precision
 
 
 def _batch():
@@ -126,6 +128,56 @@ class BuildClassifierTest(tf.test.TestCase, parameterized.TestCase):
     trainable_ids = {id(w) for w in model.trainable_weights}
     self.assertTrue({id(head.kernel), id(head.bias)} <= trainable_ids)
     self.assertLen(trainable_ids, len(encoder.trainable_weights) + 2)
+
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_logits_near_the_float32_models(self, name, epsilon):
+    """Built under a mixed policy and given a float32 model's (trained) weights, a classifier
+    of each pooling, with a hidden head layer, computes in the policy but gives float32 logits
+    (their dense layer is float32) near the float32 model's."""
+    rng = np.random.default_rng(0)
+    for pooling in classifier.POOLINGS:
+      with self.subTest(pooling=pooling):
+        reference = classifier.build_classifier(self._encoder(), 3, pooling=pooling,
+                                                hidden_layers=1)
+        for variable in reference.trainable_variables:
+          variable.assign(variable + rng.normal(scale=0.3, size=variable.shape))
+        with precision.policy_scope(name):
+          mixed = classifier.build_classifier(self._encoder(), 3, pooling=pooling,
+                                              hidden_layers=1)
+        mixed.set_weights(reference.get_weights())
+        self.assertEqual({v.dtype for v in mixed.variables}, {tf.float32})
+        self.assertEqual(mixed.get_layer("head_hidden_0").compute_dtype, name)
+        self.assertEqual(mixed.get_layer("logits").compute_dtype, "float32")
+        logits = mixed(_batch(), training=False)
+        self.assertEqual(logits.dtype, tf.float32)
+        # Measured up to 1.1 epsilons.
+        self.assertLess(layers_testing.mixed_precision_gap(
+            logits, reference(_batch(), training=False), epsilon), 4)
+
+  def test_float16_loss_scaled_training_keeps_float32_variables_finite(self):
+    """A few tf.GradientTape steps of a mixed_float16 classifier with Keras' dynamic loss
+    scaling move its float32 variables and keep them finite."""
+    with precision.policy_scope("float16"):
+      model = classifier.build_classifier(self._encoder(), 3)
+    optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam(1e-2))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    before = [v.numpy() for v in model.trainable_variables]
+    losses = []
+    for _ in range(4):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(tf.constant([0, 2]), model(_batch(), training=True))
+        scaled_loss = optimizer.get_scaled_loss(loss)
+      gradients = optimizer.get_unscaled_gradients(
+          tape.gradient(scaled_loss, model.trainable_variables))
+      optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+      losses.append(float(loss))
+    self.assertEqual(loss.dtype, tf.float32)
+    self.assertTrue(np.all(np.isfinite(losses)))
+    self.assertLess(losses[-1], losses[0])
+    self.assertEqual({v.dtype for v in model.variables}, {tf.float32})
+    for variable, initial in zip(model.trainable_variables, before):
+      self.assertTrue(np.all(np.isfinite(variable.numpy())), msg=variable.name)
+      self.assertNotAllEqual(variable, initial, msg=variable.name)
 
   @parameterized.named_parameters(("cls", "cls", True), ("mean", "mean", False))
   def test_full_tuning_trains_the_pooler_only_when_the_head_reads_it(self, pooling, trains):

@@ -3,11 +3,14 @@
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import parameter_summary
 from keras_adapters.models import span_labeler
+from keras_adapters.training import precision
 
 
 def _inputs(lengths, width):
@@ -52,6 +55,32 @@ class SpanLabelerTest(parameterized.TestCase, tf.test.TestCase):
     summary = parameter_summary.parameter_summary(model)
     if kwargs["tuning"] == "adapters":
       self.assertLess(summary.trainable, summary.base / 2)
+
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_logits_near_the_float32_models(self, name, epsilon):
+    """Built under a mixed policy and given a float32 model's (trained) weights, the span
+    labeler computes its encoder in the policy but its head in float32, and gives float32
+    logits near the float32 model's; the global policy is the same afterwards."""
+    reference = self.build(adapter_size=4)
+    rng = np.random.default_rng(0)
+    for variable in reference.trainable_variables:
+      variable.assign(variable + rng.normal(scale=0.3, size=variable.shape))
+    with precision.policy_scope(name):
+      mixed = self.build(adapter_size=4)
+      self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, name)
+    mixed.set_weights(reference.get_weights())
+    self.assertEqual({v.dtype for v in mixed.variables}, {tf.float32})
+    self.assertEqual(mixed.get_layer("span_labeling").compute_dtype, "float32")
+    inputs = _inputs([6, 3], width=8)
+    outputs, expected = mixed(inputs, training=False), reference(inputs, training=False)
+    for key in ("start_logits", "end_logits"):
+      self.assertEqual(outputs[key].dtype, tf.float32)
+      # At the real tokens (the padding's are the mask's constant): measured up to 3.0
+      # epsilons.
+      self.assertLess(layers_testing.mixed_precision_gap(
+          tf.boolean_mask(outputs[key], inputs["input_mask"]),
+          tf.boolean_mask(expected[key], inputs["input_mask"]), epsilon), 6)
+      self.assertAllEqual(outputs[key][1, 3:], [span_labeler.MASKED_LOGIT] * 5)
 
   def test_loss_is_the_mean_of_start_and_end_cross_entropies(self):
     outputs = dict(start_logits=tf.constant([[2.0, 0.0, 0.0]]),
