@@ -1,0 +1,87 @@
+"""`run_classification.py` with the TPU settings on this CPU: `--mixed_precision`,
+`--jit_compile`, and every folder on TensorFlow's in-memory file system (`ram://`, standing for
+Cloud TPU's `gs://`), with nothing written to local disk."""
+
+import contextlib
+import io
+import os
+import uuid
+
+from absl import flags
+from absl.testing import flagsaver
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from experiments import run_classification
+from keras_adapters.hub import testing
+
+FLAGS = flags.FLAGS
+_SEQ_LENGTH = 12
+
+
+def _write_csv(path, count=24):
+  """Two classes, each written with its own tiny words."""
+  rng = np.random.default_rng(0)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("text,label\n")
+    for i in range(count):
+      words = testing.TINY_WORDS[(i % 2) * 20:(i % 2) * 20 + 20]
+      f.write(f"{' '.join(rng.choice(words, size=3))},{'ab'[i % 2]}\n")
+  return path
+
+
+class AcceleratorFlagsCliTest(parameterized.TestCase, tf.test.TestCase):
+
+  def _run(self, root, **extra):
+    """Runs the CLI with every folder and file it writes under `root`; returns what it
+    printed."""
+    argv = ["run_classification"] + [f"--{k}={v}" for k, v in dict(
+        data_path=_write_csv(os.path.join(self.create_tempdir().full_path, "two.csv")),
+        hub_handle=testing.tiny_hub_handle(),
+        preprocess_handle=testing.tiny_preprocess_handle(_SEQ_LENGTH),
+        split_manifest=os.path.join(root, "split.json"), model_dir=os.path.join(root, "run"),
+        results_dir=os.path.join(root, "results"), max_train_examples="0", epochs="1",
+        batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4", **extra).items()]
+    printed = io.StringIO()
+    with flagsaver.flagsaver():
+      remaining = FLAGS(argv)
+      with contextlib.redirect_stdout(printed):
+        run_classification.main(remaining)
+    return printed.getvalue()
+
+  def _assert_serves_float32(self, export_dir):
+    served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
+        "serving_default"](text=tf.constant(["w1 w2 w3", "w25 w30"]))
+    self.assertEqual(served["probabilities"].dtype, tf.float32)
+    self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), [1.0, 1.0])
+
+  @parameterized.parameters("bfloat16", "float16")
+  def test_mixed_precision_and_xla_train_score_and_export(self, policy):
+    root = self.create_tempdir().full_path
+    printed = self._run(root, mixed_precision=policy, jit_compile="true")
+    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
+    self._assert_serves_float32(os.path.join(root, "run", "export"))
+    # The run's policy was the run's alone.
+    self.assertEqual(keras.mixed_precision.global_policy().name, "float32")
+
+  def test_every_folder_on_ram_leaves_nothing_local(self):
+    root = f"ram://accelerator_flags_cli_test/{uuid.uuid4().hex}"
+    workdir = self.create_tempdir().full_path
+    before = os.getcwd()
+    os.chdir(workdir)
+    try:
+      printed = self._run(root)
+      again = self._run(root)  # Finished: returned from ram://, not trained again.
+    finally:
+      os.chdir(before)
+    self.assertEqual(os.listdir(workdir), [])
+    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
+    self.assertIn(printed.split("\ntest: ")[1][:6], again)
+    self.assertTrue(tf.io.gfile.exists(os.path.join(root, "run", "run.json")))
+    self._assert_serves_float32(os.path.join(root, "run", "export"))
+
+
+if __name__ == "__main__":
+  tf.test.main()
