@@ -91,9 +91,10 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(serving.structured_outputs["probabilities"].dtype, tf.float32)
     served = serving(text=tf.constant(texts))["probabilities"]
     expected = tf.nn.softmax(self._expected(model, texts))
-    # The same computation, but the SavedModel's graph may round bfloat16 products otherwise
-    # than eager calls: measured 0.01 epsilons (float16: none).
-    self.assertLess(layers_testing.mixed_precision_gap(served, expected, epsilon), 0.1)
+    # Grappler rewrites the SavedModel's graph, which rounds some bfloat16 arithmetic
+    # otherwise than eager calls (without grappler they agree exactly): measured 0.01
+    # epsilons here, 0.1 in saving_test (float16: none).
+    self.assertLess(layers_testing.mixed_precision_gap(served, expected, epsilon), 1)
 
   def test_sentencepiece_base_serves_strings(self):
     """A Model Garden SentencePiece encoder and preprocessing model export and serve."""
