@@ -36,17 +36,21 @@ from absl import logging as absl_logging
 
 from experiments import interruption
 from keras_adapters.utils import errors
+import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 flags.DEFINE_bool("verbose", False,
                   "Show TensorFlow's logs and the full traceback of an error (for bug reports).")
 
 FLAGS = flags.FLAGS
 
-# Errors that a different argument, flag, path or file fixes: bad usage.
+# Errors that a different argument, flag, path or file fixes: bad usage. Files go through
+# `tf.io.gfile` (any file system, `gs://` too), which raises TensorFlow's errors, not OSError.
 _USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundError,
-                 FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
+                 FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
+                 tf.errors.PermissionDeniedError)
 # A run that failed with valid settings: a disk or network error, no memory left.
-_RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError)
+_RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError, tf.errors.UnavailableError,
+                 tf.errors.DeadlineExceededError, tf.errors.DataLossError)
 # Where this project's code lives: its log lines are shown.
 _OUR_ROOTS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (
     __file__, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_adapters",

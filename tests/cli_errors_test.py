@@ -240,6 +240,12 @@ class ErrorKindTest(parameterized.TestCase):
       ("missing_file", lambda: FileNotFoundError("x"), 2, None),
       ("failed_run", lambda: errors.RunFailedError("x"), 1, "Rerun with --verbose"),
       ("disk_error", lambda: OSError(28, "No space left on device"), 1, "Rerun with --verbose"),
+      # What tf.io.gfile raises for a folder on GCS.
+      ("bucket_not_writable",
+       lambda: tf.errors.PermissionDeniedError(None, None, "gs://b/run: 403"), 2, None),
+      ("storage_unreachable",
+       lambda: tf.errors.UnavailableError(None, None, "gs://b/run: 503"), 1,
+       "Rerun with --verbose"),
       # A check of this project that still raises a built-in type.
       ("a_check_of_ours",
        lambda: _raised(lambda: testing.run_config(epochs=float("nan"))), 2, None),
