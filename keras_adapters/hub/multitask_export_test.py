@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
@@ -13,9 +14,11 @@ from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import multitask_export
 from keras_adapters.hub import task_export
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapter_config
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
+from keras_adapters.training import precision
 
 _TEXTS = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15", "w3", "", "w20 w21 unknown"]
 _PAIRS = ["w7", "w8 w9", "w1 w2 w3 w4 w5 w6 w7 w8 w9", "w2", "w30"]
@@ -41,7 +44,7 @@ def _stored_floats(saved_model_dir):
              if dtypes[name] == tf.float32)
 
 
-class MultitaskExportTest(tf.test.TestCase):
+class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -117,6 +120,28 @@ class MultitaskExportTest(tf.test.TestCase):
       self.assertAllEqual(tf.gather(served["scores"], rows), tf.zeros([len(rows)]))
       self.assertAllEqual(tf.gather(served["label"], rows),
                           [labels[i] for i in np.argmax(expected["probabilities"], axis=1)])
+
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_written_under_a_mixed_policy_serves_float32(self, name, epsilon):
+    """Written under a mixed policy (its encoder computes in it; the stacked adapters and
+    heads in float32), the SavedModel serves strings and returns float32 near what the
+    float32 one returns, routed and per task."""
+    with precision.policy_scope(name):
+      path = multitask_export.export_multitask(
+          self.handle, self.artifacts, os.path.join(self.create_tempdir().full_path, "m"))
+    loaded = tf.saved_model.load(path)
+    routed = dict(task=tf.constant(["topic", "sentiment", "similarity", "sentiment", "topic"]),
+                  text=tf.constant(_TEXTS), text_pair=tf.constant(_PAIRS))
+    for signature, inputs, keys in (("routed", routed, ("probabilities", "scores")),
+                                    ("sentiment", dict(text=tf.constant(_TEXTS)),
+                                     ("probabilities",))):
+      served = loaded.signatures[signature](**inputs)
+      expected = self.loaded.signatures[signature](**inputs)
+      for key in keys:
+        self.assertEqual(served[key].dtype, tf.float32)
+        # Measured up to 0.75 epsilons.
+        self.assertLess(layers_testing.mixed_precision_gap(served[key], expected[key], epsilon),
+                        3, msg=f"{signature}: {key}")
 
   def test_routed_batch_of_one_task_and_an_empty_batch(self):
     served = self.loaded.signatures["routed"](

@@ -12,10 +12,14 @@ import tf_keras as keras
 
 from keras_adapters.hub import qa_export
 from keras_adapters.hub import testing
+from keras_adapters.layers import testing as layers_testing
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import span_labeler
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_tokenizer
+from keras_adapters.training import precision
 
 _SETTINGS = squad_features.WindowSettings(max_seq_length=24, doc_stride=8, max_query_length=4)
 _FILLER = " ".join(f"w{i}" for i in range(10, 50))
@@ -95,6 +99,37 @@ class QaExportTest(tf.test.TestCase):
     self.assertEqual(result["answer"].tolist(), [b"", b"W1 w2"])
     self.assertEqual(result["score"][0], -np.inf)
     self.assertEqual((result["answer_start"][0], result["answer_end"][0]), (0, 0))
+
+  def test_a_mixed_precision_model_serves_float32_scores(self):
+    """A span labeler built and exported under each mixed policy serves strings and returns
+    float32 scores near those of the float32 model with the same weights, over windows."""
+    contexts = [context for _, context, _ in _CASES]
+
+    def serve(model, name):
+      export_dir = qa_export.export_qa(model, self.tokenizer, os.path.join(self.root, name),
+                                       settings=_SETTINGS)
+      return tf.saved_model.load(export_dir).signatures["serving_default"](
+          question=tf.constant(["w3"] * len(contexts)), context=tf.constant(contexts))
+
+    keras.utils.set_random_seed(0)
+    reference = span_labeler.build_span_labeler(
+        adapted_bert.AdaptedBert(testing.tiny_hub_handle(), adapter_size=4))
+    rng = np.random.default_rng(0)
+    for variable in reference.trainable_variables:
+      variable.assign(variable + rng.normal(scale=0.3, size=variable.shape))
+    expected = serve(reference, "float32")["score"]
+    for name, _, epsilon in layers_testing.MIXED_PRECISIONS:
+      with self.subTest(precision=name):
+        with precision.policy_scope(name):
+          mixed = span_labeler.build_span_labeler(
+              adapted_bert.AdaptedBert(testing.tiny_hub_handle(), adapter_size=4))
+          mixed.set_weights(reference.get_weights())
+          served = serve(mixed, name)
+        self.assertEqual(served["score"].dtype, tf.float32)
+        self.assertEqual(served["answer"].dtype, tf.string)
+        # The best span's start + end logit: measured up to 1.0 epsilons.
+        self.assertLess(layers_testing.mixed_precision_gap(served["score"], expected, epsilon),
+                        4)
 
   def test_tokenization_unlike_the_preprocessing_model_is_refused(self):
     with mock.patch.object(self.tokenizer, "do_lower_case", False):
