@@ -177,7 +177,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 def _join(adapter, hidden, sublayer_input, layer_norm):
   """A sub-layer's output: BERT's `layer_norm(x + hidden)`, or as its adapter places it."""
   # The sub-layer's output, in the compute dtype, joins the residual stream in float32 (the
-  # LayerNorms' dtype), as in the Model Garden's block; so does the input an adapter gets.
+  # LayerNorms' dtype), as the Model Garden's block adds its feed-forward output; so does the
+  # input an adapter gets.
   hidden, sublayer_input = tf.cast(hidden, tf.float32), tf.cast(sublayer_input, tf.float32)
   if adapter is None:
     return layer_norm(sublayer_input + hidden)

@@ -209,8 +209,8 @@ def place_adapter(parts, options, hidden, sublayer_input, layer_norm):
     The sub-layer's output, what the base computes as `layer_norm(x + hidden)`; float32.
   """
   # The residual stream is float32 under mixed precision too, as the LayerNorms give it (the
-  # Model Garden's block adds its residual in float32 as well): `hidden` and the projection,
-  # in the compute dtype, join it in float32.
+  # Model Garden's block adds its feed-forward output in float32 as well): `hidden` and the
+  # projection, in the compute dtype, join it in float32.
   hidden, sublayer_input = tf.cast(hidden, tf.float32), tf.cast(sublayer_input, tf.float32)
 
   def bottleneck(inputs):

@@ -138,6 +138,8 @@ class StackedAdapters(tf.Module):
             epsilon=adapter_lib.ADAPTER_LAYER_NORM_EPSILON)
 
       def project(x):
+        # `place_adapter` passes float32, and the stacked variables are float32: the adapters
+        # project in float32 even in a mixed-precision encoder (a small share of its work).
         return _matmul(self.activation(_matmul(x, down_kernel) + down_bias),
                        up_kernel) + up_bias
 

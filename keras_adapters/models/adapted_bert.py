@@ -30,6 +30,9 @@ class AdaptedBert(keras.layers.Layer):
   shapes, rebuilds it as an `AdaptedBertEncoder` with two adapters per block, copies every Hub
   variable in by name, and sets what trains by `tuning`. Called on the TF Hub BERT input dict
   it returns the TF Hub BERT output dict, so it drops in where `hub.KerasLayer(handle)` was.
+  It follows Keras' mixed-precision policy (`mixed_bfloat16`, `mixed_float16`) as
+  `AdaptedBertEncoder` does, with float32 variables and outputs; the parity check against the
+  Hub model runs in float32 whatever the policy.
 
   Several tasks can share the one frozen base, each with its own named adapter set (adapters
   and LayerNorms), with the calls peft and AdapterHub users know: `add_adapter`,

@@ -34,6 +34,10 @@ class AdaptedBertEncoder(keras.layers.Layer):
   the encoder's own adapters and LayerNorms by another set's (`adapters=EncoderAdapters(...)`),
   so one base serves several tasks.
 
+  Under a mixed-precision policy (`dtype=`, or Keras' global policy) every sub-layer computes
+  in the policy's dtype except the LayerNorms, the attention softmax and the pooler, which
+  compute in float32; variables and outputs are float32.
+
   Example:
   >>> encoder = AdaptedBertEncoder(vocab_size=100, hidden_size=32, num_layers=2,
   ...                              num_attention_heads=2, intermediate_size=64, adapter_size=8)
