@@ -22,6 +22,7 @@ import os
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_adapters.tasks import examples
@@ -246,16 +247,16 @@ def file_labels(task: str) -> Optional[Sequence[str]]:
 
 
 def _listing(folder: str) -> str:
-  names = sorted(os.listdir(folder))
+  names = sorted(tf.io.gfile.listdir(folder))
   shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
   return shown or "nothing"
 
 
 def _missing_file_message(data_dir: str, layout: GlueLayout, path: str) -> str:
   folder = os.path.join(data_dir, layout.folder)
-  if not os.path.isdir(data_dir):
+  if not tf.io.gfile.isdir(data_dir):
     problem = f"The GLUE data_dir {data_dir} does not exist"
-  elif not os.path.isdir(folder):
+  elif not tf.io.gfile.isdir(folder):
     problem = f"There is no folder {folder} (data_dir holds {_listing(data_dir)})"
   else:
     problem = f"There is no file {path} ({folder} holds {_listing(folder)})"
@@ -273,7 +274,7 @@ def _read_lines(path: str) -> Iterator[Tuple[int, str]]:
   Fields are split later on tabs alone: GLUE files have no quoting (like csv.QUOTE_NONE), and
   QQP and MNLI hold unbalanced quotes that a quoting reader would join across lines.
   """
-  with open(path, "rb") as f:
+  with tf.io.gfile.GFile(path, "rb") as f:
     for line_number, raw in enumerate(f, start=1):
       raw = raw.rstrip(b"\r\n")
       if line_number == 1 and raw.startswith(codecs.BOM_UTF8):
@@ -353,7 +354,7 @@ def read_glue_split(data_dir: str, task: str, split: str) -> examples.TextExampl
   layout = glue_layout(task)
   file_name, tsv = layout.files[layout.resolve_split(split)]
   path = os.path.join(data_dir, layout.folder, file_name)
-  if not os.path.isfile(path):
+  if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
     raise FileNotFoundError(_missing_file_message(data_dir, layout, path))
   lines = _read_lines(path)
   wanted = [column for column in (tsv.id_column, *layout.text_columns, tsv.label_column)
@@ -472,7 +473,7 @@ def read_glue_tfds(task: str, split: str, data_dir: str) -> examples.TextExample
   if not builder.is_prepared():
     config_dir = os.path.dirname(builder.data_path)
     found = (f"; {config_dir} holds versions {_listing(config_dir)}, not {builder.version}"
-             if os.path.isdir(config_dir) else "")
+             if tf.io.gfile.isdir(config_dir) else "")
     raise FileNotFoundError(
         f"No prepared TFDS dataset {name} under {data_dir} (looked for "
         f"{builder.data_path}{found}). read_glue_tfds never downloads. Supply either the GLUE "

@@ -4,6 +4,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -229,6 +230,23 @@ class OfficialFormatTest(GlueTestCase):
 
 
 class TinyGlueTest(GlueTestCase):
+
+  def test_reads_a_data_dir_on_any_tensorflow_file_system(self):
+    """GLUE folders on gs:// (here ram://) read as the same folders on disk."""
+    remote = f"ram://glue_test/{uuid.uuid4().hex}"
+    for task in ("sst2", "mnli"):
+      glue_testing.write_tiny_glue(self.data_dir, task)
+      glue_testing.write_tiny_glue(remote, task)
+      for split in glue.glue_layout(task).files:
+        local, there = (glue.read_glue_split(root, task, split) for root in (self.data_dir,
+                                                                              remote))
+        self.assertEqual((list(there.ids), [list(f) for f in there.texts]),
+                         (list(local.ids), [list(f) for f in local.texts]))
+        if local.labels is not None:
+          np.testing.assert_array_equal(there.labels, local.labels)
+    with self.assertRaisesRegex(FileNotFoundError, "There is no folder .*CoLA"):
+      glue.read_glue_split(remote, "cola", "train")
+
 
   @parameterized.named_parameters((task, task) for task in (*glue.GLUE_TASKS, "ax"))
   def test_reads_every_split_of_every_task(self, task):

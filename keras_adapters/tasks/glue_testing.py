@@ -8,6 +8,7 @@ import os
 from typing import Callable, Dict, Mapping
 
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.tasks import glue
 
@@ -87,7 +88,7 @@ def write_tiny_glue(data_dir: str, task: str, num_examples: int = 8, seed: int =
         f"label, got {num_examples}.")
   rng = np.random.default_rng(seed)
   folder = os.path.join(data_dir, layout.folder)
-  os.makedirs(folder, exist_ok=True)
+  tf.io.gfile.makedirs(folder)  # Local or a URL (`ram://` in tests of remote data).
   for file_name, tsv in layout.files.values():
     labels = _file_labels(layout, num_examples, rng) if tsv.label_column else None
     lines = [("\ufeff" if tsv.bom else "") + "\t".join(tsv.columns)] if tsv.has_header else []
@@ -104,6 +105,6 @@ def write_tiny_glue(data_dir: str, task: str, num_examples: int = 8, seed: int =
       lines.append("\t".join(
           values[column] if column in values else _FILLERS[column](row, values)
           for column in tsv.columns))
-    with open(os.path.join(folder, file_name), "w", encoding="utf-8", newline="\n") as f:
+    with tf.io.gfile.GFile(os.path.join(folder, file_name), "w") as f:
       f.write("\n".join(lines) + "\n")
   return folder

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 from official.nlp.tools import squad_evaluate_v1_1
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_adapters.hub import default_model
@@ -65,7 +66,7 @@ class SquadData:
   @functools.cached_property
   def sha256(self) -> str:
     """SHA-256 of the file's bytes: what the windows cache and run records are keyed by."""
-    with open(self.path, "rb") as f:
+    with tf.io.gfile.GFile(self.path, "rb") as f:
       return hashlib.sha256(f.read()).hexdigest()
 
 
@@ -109,9 +110,9 @@ def read_squad_file(path: str, *, training: bool) -> SquadData:
     errors.DataError: The file is not valid JSON or not valid SQuAD v1.1 (a SQuAD v2.0 file
       among them); the message names the question (or article) at fault.
   """
-  if not os.path.isfile(path):
+  if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
     raise FileNotFoundError(f"There is no SQuAD file {path!r}.")
-  with open(path, "rb") as f:
+  with tf.io.gfile.GFile(path, "rb") as f:
     data = f.read()
   try:
     document = json.loads(data.decode("utf-8-sig"))
@@ -132,7 +133,8 @@ def _without_byte_order_mark(path: str, data: bytes) -> str:
   named by its content): the Model Garden's reader, which `SquadData.path` is given to,
   reads the file as JSON itself, and a byte-order mark is not JSON."""
   if not data.startswith(codecs.BOM_UTF8):
-    return os.path.abspath(path)
+    # The Model Garden's reader opens it through tf.io.gfile: URLs stay as they are.
+    return os.path.abspath(path) if atomic_io.is_local(path) else path
   data = data[len(codecs.BOM_UTF8):]
   copy = os.path.join(tempfile.gettempdir(), "keras_adapters_squad",
                       f"{hashlib.sha256(data).hexdigest()[:16]}-{os.path.basename(path)}")

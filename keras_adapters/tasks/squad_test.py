@@ -49,6 +49,19 @@ class ReadSquadFileTest(parameterized.TestCase):
     self.assertLen(data, 3)
     self.assertEqual(data.path, os.path.abspath(path))
 
+  def test_reads_a_file_on_any_tensorflow_file_system(self):
+    """A SQuAD file on gs:// (here ram://) is read, hashed and windowed where it is."""
+    path = f"ram://squad_test/{self.id()}/{time.time_ns()}/dev.json"
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(json.dumps(squad_document([(_CONTEXT, [("q1", "Where?",
+                                                      [_answer("Levi's Stadium")])])])))
+    data = squad.read_squad_file(path, training=False)
+    self.assertEqual((data.path, data.question_ids), (path, ["q1"]))
+    self.assertLen(data.sha256, 64)
+    self.assertEqual([example.qas_id for example in
+                      squad_features.read_examples(data, training=False)], ["q1"])
+
   def test_malformed_json_names_the_place(self):
     path = self.write('{"data": [{"title": "x",, }]}')
     with self.assertRaisesRegex(ValueError, r"data.json is not valid JSON \(line 1, column"):

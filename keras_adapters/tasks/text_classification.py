@@ -22,6 +22,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.utils import errors
@@ -111,11 +112,11 @@ def read_text_classification(
   encodings = (encoding,) if isinstance(encoding, str) else tuple(encoding)
   if not encodings:
     raise errors.UsageError("`encoding` is empty; pass an encoding such as \"utf-8\".")
-  if not os.path.exists(path):
+  if not tf.io.gfile.exists(path):
     raise FileNotFoundError(
         f"{path} does not exist. Pass a {', '.join(_FILE_FORMATS)} file or a folder with "
         "one sub-folder of .txt files per class.")
-  if text_column == label_column and not os.path.isdir(path):
+  if text_column == label_column and not tf.io.gfile.isdir(path):
     raise errors.UsageError(
         f"text_column={text_column!r} and label_column={label_column!r} name the same column: "
         "a model would learn each label from itself. Pass the column holding the texts as "
@@ -124,7 +125,7 @@ def read_text_classification(
                                               _delimiter_character(delimiter))
   rows = _filter_rows(rows, path, drop_empty=drop_empty, deduplicate=deduplicate)
   rows = _checked_labels(rows, path, label_names, merge_label_case)
-  if not os.path.isdir(path) and label_names is None:
+  if not tf.io.gfile.isdir(path) and label_names is None:
     _check_not_swapped(rows, path, text_column, label_column)
   label_names = _label_names(rows, label_names, path)
   label_ids = {label: i for i, label in enumerate(label_names)}
@@ -173,7 +174,7 @@ def _delimiter_character(delimiter: Optional[str]) -> Optional[str]:
 def _read_rows(path: str, text_column: str, label_column: str, encodings: Sequence[str],
                delimiter: Optional[str]) -> Tuple[List[_Row], str, str]:
   """Reads every row of `path`; returns them, the text field name and the default task name."""
-  if os.path.isdir(path):
+  if tf.io.gfile.isdir(path):
     return (list(_read_class_folders(path, encodings)), _FOLDER_TEXT_FIELD,
             os.path.basename(os.path.normpath(path)))
   stem, extension = os.path.splitext(os.path.basename(path))
@@ -198,7 +199,7 @@ def _read_rows(path: str, text_column: str, label_column: str, encodings: Sequen
 def _decode_file(path: str, encodings: Sequence[str]) -> str:
   """Decodes a whole file with its byte-order mark's codec, else with the first of
   `encodings` that fits all its bytes."""
-  with open(path, "rb") as f:
+  with tf.io.gfile.GFile(path, "rb") as f:
     data = f.read()
   # A byte-order mark says how the file is encoded (Excel's "Unicode text" is UTF-16, editors
   # on Windows start UTF-8 files with one); it is not part of the text.
@@ -462,10 +463,12 @@ def _json_value(record: dict, key: str, argument: str, where: str):
 
 def _read_class_folders(root: str, encodings: Sequence[str]) -> Iterator[_Row]:
   """Yields one row per `root/<class>/*.txt` file, folders and files sorted by name."""
-  # Sorted, because os.scandir() and os.listdir() return filesystem order, which differs
-  # between machines and would change example ids' order and the label ids.
-  class_names = sorted(entry.name for entry in os.scandir(root)
-                       if entry.is_dir() and not entry.name.startswith("."))
+  # Sorted, because listings come in filesystem order, which differs between machines and
+  # would change example ids' order and the label ids. Object stores list folders with a
+  # trailing "/".
+  class_names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)
+                       if tf.io.gfile.isdir(os.path.join(root, name))
+                       and not name.startswith("."))
   if not class_names:
     raise errors.DataError(
         f"{root} has no class folders; expected {os.path.join(root, '<class>', '*.txt')} "
@@ -474,9 +477,9 @@ def _read_class_folders(root: str, encodings: Sequence[str]) -> Iterator[_Row]:
     folder = os.path.join(root, class_name)
     # Hidden files include macOS "._name.txt" resource forks, which are not text.
     file_names = sorted(
-        name for name in os.listdir(folder)
+        name for name in tf.io.gfile.listdir(folder)
         if name.lower().endswith(".txt") and not name.startswith(".")
-        and os.path.isfile(os.path.join(folder, name)))
+        and not tf.io.gfile.isdir(os.path.join(folder, name)))
     if not file_names:
       raise errors.DataError(
           f"{folder} has no .txt files; every class folder needs at least one example. Add "

@@ -4,9 +4,11 @@ import csv
 import json
 import logging
 import os
+import uuid
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_adapters.tasks import splits
 from keras_adapters.tasks import text_classification
@@ -74,6 +76,24 @@ def test_class_folders_sorted_by_name_with_path_ids(tmp_path):
   assert list(examples.ids) == ["arts/x.txt", "sport/1.txt", "sport/2.txt", "tech/b.txt"]
   assert list(examples.texts[0]) == ["opera", "match", "goal", "chips"]
   np.testing.assert_array_equal(examples.labels, [0, 1, 1, 2])
+
+
+def test_reads_files_and_class_folders_on_any_tensorflow_file_system():
+  """Data on gs:// (here TensorFlow's in-memory ram://) reads as local data does."""
+  root = f"ram://text_classification_test/{uuid.uuid4().hex}"
+  for path, content in ((f"{root}/reviews.csv", "stars,review\npos,good\nneg,bad\n"),
+                        (f"{root}/news/tech/b.txt", "chips"),
+                        (f"{root}/news/sport/1.txt", "match")):
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(content)
+  spec, examples = read(f"{root}/reviews.csv", text_column="review", label_column="stars")
+  assert (tuple(spec.label_names), list(examples.texts[0])) == (("neg", "pos"), ["good", "bad"])
+  spec, examples = read(f"{root}/news")
+  assert (spec.name, tuple(spec.label_names)) == ("news", ("sport", "tech"))
+  assert list(examples.ids) == ["sport/1.txt", "tech/b.txt"]
+  with pytest.raises(FileNotFoundError, match="does not exist"):
+    read(f"{root}/missing.csv")
 
 
 def test_given_label_names_set_the_order(tmp_path):
