@@ -21,12 +21,12 @@ gating, learned scalings, prefix tuning, LoRA, fusion) are refused, naming the o
 # The bridge reads and writes task models as `saving` does, through its private helpers.
 # pylint: disable=protected-access
 
-import json
 import os
 import re
 
 import numpy as np
 from safetensors import numpy as safetensors_numpy
+import tensorflow as tf
 
 from keras_adapters.hub import default_model
 from keras_adapters.layers import adapter as adapter_lib
@@ -106,7 +106,7 @@ def load_adapterhub(directory, base_handle=None):
   directory = os.fspath(directory)
   meta = _read_json(directory, CONFIG_FILE, "an AdapterHub adapter")
   head_meta = _read_json(directory, HEAD_CONFIG_FILE, "its head (save it with_head=True)")
-  if os.path.isfile(os.path.join(directory, _FUSION_FILE)):
+  if tf.io.gfile.exists(os.path.join(directory, _FUSION_FILE)):
     raise AdapterHubError(f"{directory!r} holds an AdapterFusion ({_FUSION_FILE}); fusion is "
                           "not supported here: save and convert the single adapters.")
   name = meta.get("name")
@@ -211,9 +211,8 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
     _write_json(staging, CONFIG_FILE, dict(meta, config=adapterhub_config(
         config, bert.encoder.hidden_size)))
     _write_json(staging, HEAD_CONFIG_FILE, dict(meta, config=_head_to_adapterhub(head)))
-    safetensors_numpy.save_file(adapters, os.path.join(staging, WEIGHTS_FILE), {"format": "pt"})
-    safetensors_numpy.save_file(heads, os.path.join(staging, HEAD_WEIGHTS_FILE),
-                                {"format": "pt"})
+    _write_tensors(staging, WEIGHTS_FILE, adapters)
+    _write_tensors(staging, HEAD_WEIGHTS_FILE, heads)
     if changed:
       _write_layer_norms(staging, bert, name)
   return directory
@@ -404,10 +403,9 @@ def _write_layer_norms(directory, bert, name):
   weights = {key: variable.numpy() for key, variable in bert.adapter_weights(name).items()
              if adapter_set.is_base_layer_norm(key)}
   tensors = {_huggingface_layer_norm_name(key): value for key, value in weights.items()}
-  safetensors_numpy.save_file(tensors, os.path.join(directory, LAYER_NORMS_FILE),
-                              {"format": "pt"})
-  with open(os.path.join(directory, LAYER_NORMS_README), "w", encoding="utf-8") as file:
-    file.write(_LAYER_NORMS_HOWTO.format(file=LAYER_NORMS_FILE))
+  _write_tensors(directory, LAYER_NORMS_FILE, tensors)
+  atomic_io.write_text(os.path.join(directory, LAYER_NORMS_README),
+                       _LAYER_NORMS_HOWTO.format(file=LAYER_NORMS_FILE))
 
 
 _LAYER_NORMS_HOWTO = """# The base's LayerNorms of this adapter
@@ -480,34 +478,44 @@ def _default_model_name(bert):
 
 def _read_json(directory, filename, what):
   path = os.path.join(directory, filename)
-  if not os.path.isfile(path):
-    pickled = [f for f in _PICKLED_FILES if os.path.isfile(os.path.join(directory, f))]
+  if not tf.io.gfile.exists(path):
+    pickled = _pickled_files(directory)
     hint = (f" It holds pickled {pickled}, which are not read (loading them runs code): "
             "re-save with save_adapter(..., use_safetensors=True).") if pickled else ""
     raise AdapterHubError(f"{directory!r} has no {filename} ({what}).{hint}")
   try:
-    with open(path, encoding="utf-8") as file:
-      return json.load(file)
+    return atomic_io.read_json(path)
   except ValueError as error:
     raise AdapterHubError(f"{path!r} is not valid JSON: {error}.") from error
 
 
 def _read_tensors(directory, filename):
   path = os.path.join(directory, filename)
-  if not os.path.isfile(path):
-    pickled = [f for f in _PICKLED_FILES if os.path.isfile(os.path.join(directory, f))]
+  if not tf.io.gfile.exists(path):
+    pickled = _pickled_files(directory)
     raise AdapterHubError(
         f"{directory!r} has no {filename}"
         + (f" but pickled {pickled}, which are not read (loading them runs code)"
            if pickled else "")
         + ": save the adapter with save_adapter(..., use_safetensors=True).")
-  return safetensors_numpy.load_file(path)
+  with tf.io.gfile.GFile(path, "rb") as file:
+    return safetensors_numpy.load(file.read())
+
+
+def _write_tensors(directory, filename, tensors):
+  """Writes `tensors` as safetensors marked PyTorch's, as AdapterHub reads them."""
+  atomic_io.write_bytes(os.path.join(directory, filename),
+                        safetensors_numpy.save(tensors, {"format": "pt"}))
+
+
+def _pickled_files(directory):
+  return [f for f in _PICKLED_FILES if tf.io.gfile.exists(os.path.join(directory, f))]
 
 
 def _checked_output(directory, overwrite):
   directory = os.fspath(directory)
-  if (os.path.isdir(directory) and os.listdir(directory) and not overwrite
-      and not os.path.isfile(os.path.join(directory, CONFIG_FILE))):
+  if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory) and not overwrite
+      and not tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))):
     raise AdapterHubError(
         f"{directory!r} is a non-empty folder that is not an AdapterHub artifact; writing "
         "there would delete what it holds. Pick another folder or pass overwrite=True.")
@@ -515,5 +523,4 @@ def _checked_output(directory, overwrite):
 
 
 def _write_json(directory, filename, values):
-  with open(os.path.join(directory, filename), "w", encoding="utf-8") as file:
-    json.dump(values, file, indent=2, sort_keys=True)
+  atomic_io.write_json(os.path.join(directory, filename), values)

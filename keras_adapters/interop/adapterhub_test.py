@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import uuid
 
 from absl.testing import parameterized
 import numpy as np
@@ -90,6 +91,25 @@ class FixtureTest(tf.test.TestCase, parameterized.TestCase):
         # AdapterHub's null dropout_prob is the base's hidden dropout, 0.1.
         theirs["config"]["dropout_prob"] = 0.1
       self.assertEqual(ours, theirs)
+
+
+  def test_reads_and_writes_on_any_tensorflow_file_system(self):
+    """AdapterHub's artifact copied to gs:// (here ram://) loads with its logits; saving to
+    a URL writes AdapterHub's files there."""
+    remote = f"ram://adapterhub_test/{uuid.uuid4().hex}"
+    for filename in tf.io.gfile.listdir(os.path.join(FIXTURES, "houlsby")):
+      tf.io.gfile.makedirs(os.path.join(remote, "houlsby"))
+      tf.io.gfile.copy(os.path.join(FIXTURES, "houlsby", filename),
+                       os.path.join(remote, "houlsby", filename))
+    model = adapterhub.load_adapterhub(os.path.join(remote, "houlsby"))
+    inputs, expected = reference_inputs("houlsby")
+    self.assertLess(np.abs(model(inputs, training=False).numpy() - expected).max(), TOLERANCE)
+    written = adapterhub.save_adapterhub(model, os.path.join(remote, "out"))
+    self.assertContainsSubset(
+        [adapterhub.CONFIG_FILE, adapterhub.WEIGHTS_FILE, adapterhub.HEAD_CONFIG_FILE,
+         adapterhub.HEAD_WEIGHTS_FILE], tf.io.gfile.listdir(written))
+    self.assertAllClose(adapterhub.load_adapterhub(written)(inputs, training=False),
+                        model(inputs, training=False), atol=1e-6, rtol=0)
 
 
 class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
