@@ -34,8 +34,8 @@ import tf_keras as keras
 
 import harness
 import keras_adapters
-from keras_adapters.training import precision
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import precision
 
 _NUM_CLASSES = 3
 # Setup name → (the `--mixed_precision` value, `--jit_compile`).

@@ -11,9 +11,9 @@ from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
-from keras_adapters.training import precision
 from keras_adapters.training import task_runner
 from keras_adapters.utils import errors
+from keras_adapters.utils import precision
 
 
 def define_run_flags(learning_rate=3e-4, epochs=3.0):

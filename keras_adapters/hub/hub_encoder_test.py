@@ -16,7 +16,7 @@ from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 
 class HubEncoderTest(tf.test.TestCase):

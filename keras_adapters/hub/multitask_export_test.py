@@ -18,7 +18,7 @@ from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapter_config
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _TEXTS = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15", "w3", "", "w20 w21 unknown"]
 _PAIRS = ["w7", "w8 w9", "w1 w2 w3 w4 w5 w6 w7 w8 w9", "w2", "w30"]

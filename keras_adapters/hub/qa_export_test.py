@@ -19,7 +19,7 @@ from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_tokenizer
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _SETTINGS = squad_features.WindowSettings(max_seq_length=24, doc_stride=8, max_query_length=4)
 _FILLER = " ".join(f"w{i}" for i in range(10, 50))

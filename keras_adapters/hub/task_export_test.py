@@ -13,7 +13,7 @@ from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _SEQ_LENGTH = 12
 

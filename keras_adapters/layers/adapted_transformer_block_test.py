@@ -10,7 +10,7 @@ import tf_keras as keras
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import testing
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _HIDDEN = 16
 

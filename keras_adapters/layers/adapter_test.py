@@ -9,7 +9,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import testing
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 
 def _inputs(shape=(2, 5, 16), seed=0):

@@ -7,7 +7,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import self_attention
 from keras_adapters.layers import testing
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _HEADS, _HIDDEN = 4, 16
 

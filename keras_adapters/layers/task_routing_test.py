@@ -9,7 +9,7 @@ from keras_adapters.layers import adapter_set
 from keras_adapters.layers import task_routing
 from keras_adapters.layers import testing
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _TINY = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
              intermediate_size=32, max_sequence_length=32, type_vocab_size=2)

@@ -18,7 +18,7 @@ from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
 

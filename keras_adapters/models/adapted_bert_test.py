@@ -16,7 +16,7 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _NUM_LAYERS = testing.TINY_CONFIG["num_layers"]
 _HIDDEN = testing.TINY_CONFIG["hidden_size"]

@@ -11,7 +11,7 @@ from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 
 def _batch():

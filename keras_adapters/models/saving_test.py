@@ -17,7 +17,7 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 _LABELS = ("neg", "neu", "pos")
 

@@ -6,7 +6,7 @@ from official.nlp.modeling import networks
 
 from keras_adapters.models import adapted_bert
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 # The logit of padding positions: no softmax gives them weight, so a window's logits do not
 # depend on how far its batch is padded.

@@ -10,7 +10,7 @@ from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import parameter_summary
 from keras_adapters.models import span_labeler
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 
 def _inputs(lengths, width):

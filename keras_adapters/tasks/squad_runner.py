@@ -35,10 +35,10 @@ from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_features
 from keras_adapters.tasks import squad_tokenizer
 from keras_adapters.training import distribution
-from keras_adapters.training import precision
 from keras_adapters.training import task_runner
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import precision
 from keras_adapters.utils import provenance
 from keras_adapters.utils import run_lock
 

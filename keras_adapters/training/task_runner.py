@@ -40,9 +40,9 @@ from keras_adapters.tasks import features
 from keras_adapters.tasks import metrics as metrics_lib
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
-from keras_adapters.training import precision
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import precision
 from keras_adapters.utils import run_lock
 
 RESULTS_FILE = "results.json"

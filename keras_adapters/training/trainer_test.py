@@ -19,8 +19,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.training import distribution
-from keras_adapters.training import precision
 from keras_adapters.training import trainer
+from keras_adapters.utils import precision
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _NUM_STEPS = 8

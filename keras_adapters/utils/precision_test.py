@@ -4,7 +4,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 import tf_keras as keras
 
-from keras_adapters.training import precision
+from keras_adapters.utils import precision
 
 
 class PolicyScopeTest(tf.test.TestCase, parameterized.TestCase):
