@@ -12,9 +12,11 @@ tokens (adapters m=64 and a 3-class head on the embedded all-MiniLM-L6-v2 unless
 
 Each setup is the step `Trainer.train()` takes (`Trainer.step_function`), built in one process
 and timed in turns, so the ratios do not absorb drift in the machine's speed. These figures
-do not predict accelerator ones: this CPU has no bfloat16 matrix units, so bfloat16 adds casts
-around float32 arithmetic, and XLA's CPU backend fuses differently from its TPU and GPU ones.
-They show that the settings run and what they cost where they do not pay.
+do not predict accelerator ones: bfloat16 and float16 are made for a TPU's matrix units and a
+GPU's tensor cores, which a CPU does not have (on a CPU, bfloat16 pays only where oneDNN has
+bfloat16 kernels for the CPU's instructions, such as AVX512_BF16), and XLA's TPU and GPU
+backends compile differently from its CPU one. They show that the settings run, and what they
+cost on this machine.
 
   python bench/accelerator_proxies.py
 
