@@ -2,34 +2,18 @@
 `--jit_compile`, and every folder on TensorFlow's in-memory file system (`ram://`, standing for
 Cloud TPU's `gs://`), with nothing written to local disk."""
 
-import contextlib
-import io
 import os
 import uuid
 
-from absl import flags
-from absl.testing import flagsaver
 from absl.testing import parameterized
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from experiments import run_classification
+from experiments import testing as cli_testing
 from keras_adapters.hub import testing
 
-FLAGS = flags.FLAGS
 _SEQ_LENGTH = 12
-
-
-def _write_csv(path, count=24):
-  """Two classes, each written with its own tiny words."""
-  rng = np.random.default_rng(0)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("text,label\n")
-    for i in range(count):
-      words = testing.TINY_WORDS[(i % 2) * 20:(i % 2) * 20 + 20]
-      f.write(f"{' '.join(rng.choice(words, size=3))},{'ab'[i % 2]}\n")
-  return path
 
 
 class AcceleratorFlagsCliTest(parameterized.TestCase, tf.test.TestCase):
@@ -38,18 +22,14 @@ class AcceleratorFlagsCliTest(parameterized.TestCase, tf.test.TestCase):
     """Runs the CLI with every folder and file it writes under `root`; returns what it
     printed."""
     argv = ["run_classification"] + [f"--{k}={v}" for k, v in dict(
-        data_path=_write_csv(os.path.join(self.create_tempdir().full_path, "two.csv")),
+        data_path=cli_testing.write_two_class_csv(
+            os.path.join(self.create_tempdir().full_path, "two.csv")),
         hub_handle=testing.tiny_hub_handle(),
         preprocess_handle=testing.tiny_preprocess_handle(_SEQ_LENGTH),
         split_manifest=os.path.join(root, "split.json"), model_dir=os.path.join(root, "run"),
         results_dir=os.path.join(root, "results"), max_train_examples="0", epochs="1",
         batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4", **extra).items()]
-    printed = io.StringIO()
-    with flagsaver.flagsaver():
-      remaining = FLAGS(argv)
-      with contextlib.redirect_stdout(printed):
-        run_classification.main(remaining)
-    return printed.getvalue()
+    return cli_testing.run_main(run_classification.main, argv)
 
   def _assert_serves_float32(self, export_dir):
     served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[

@@ -3,34 +3,18 @@ a BertEncoderV2 with a narrower embedding and an `mlm` subobject, and a Sentence
 with its SentencePiece preprocessing model; a preprocessing model of another casing; and an
 AdapterHub placement given on the command line."""
 
-import contextlib
-import io
 import json
 import os
 
-from absl import flags
-from absl.testing import flagsaver
-import numpy as np
 import tensorflow as tf
 
 from experiments import run_classification
+from experiments import testing as cli_testing
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
-FLAGS = flags.FLAGS
 _SEQ_LENGTH = 12
-
-
-def _write_csv(path, count=24):
-  """Two classes, each written with its own tiny words (all in the SentencePiece model too)."""
-  rng = np.random.default_rng(0)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("text,label\n")
-    for i in range(count):
-      words = testing.TINY_WORDS[(i % 2) * 20:(i % 2) * 20 + 20]
-      f.write(f"{' '.join(rng.choice(words, size=3))},{'ab'[i % 2]}\n")
-  return path
 
 
 class HubVariantsCliTest(tf.test.TestCase):
@@ -40,7 +24,7 @@ class HubVariantsCliTest(tf.test.TestCase):
     super().setUpClass()
     cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "hub_variants_cli_test")
     os.makedirs(cls.root, exist_ok=True)
-    cls.data_path = _write_csv(os.path.join(cls.root, "two.csv"))
+    cls.data_path = cli_testing.write_two_class_csv(os.path.join(cls.root, "two.csv"))
 
   def _run(self, hub_handle, preprocess_handle, **extra):
     model_dir = self.create_tempdir().full_path
@@ -49,12 +33,7 @@ class HubVariantsCliTest(tf.test.TestCase):
         split_manifest=os.path.join(model_dir, "split.json"), model_dir=model_dir,
         results_dir=os.path.join(model_dir, "results"), max_train_examples="0", epochs="1",
         batch_size="8", max_seq_length=str(_SEQ_LENGTH), adapter_size="4", **extra).items()]
-    printed = io.StringIO()
-    with flagsaver.flagsaver():
-      remaining = FLAGS(argv)
-      with contextlib.redirect_stdout(printed):
-        run_classification.main(remaining)
-    return model_dir, printed.getvalue()
+    return model_dir, cli_testing.run_main(run_classification.main, argv)
 
   def _assert_serves_strings(self, model_dir):
     export = os.path.join(model_dir, "export", "saved_model")

@@ -6,8 +6,6 @@ the flags afterwards) and calls `main`. The model is the tiny random encoder of
 (`--model_dir`, `--results_dir`, `--split_manifest`, exports) is in a temporary folder.
 """
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -19,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import run_classification
+from experiments import testing as cli_testing
 from keras_adapters.hub import testing
 from keras_adapters.tasks import splits as splits_lib
 from keras_adapters.training import method_comparison
@@ -77,12 +76,7 @@ class RunClassificationTest(tf.test.TestCase):
   @staticmethod
   def _main(argv):
     """Parses `argv` like the command line and runs main; returns what it printed."""
-    printed = io.StringIO()
-    with flagsaver.flagsaver():
-      remaining = FLAGS(argv)
-      with contextlib.redirect_stdout(printed):
-        run_classification.main(remaining)
-    return printed.getvalue()
+    return cli_testing.run_main(run_classification.main, argv)
 
   def _new_dir(self):
     return self.create_tempdir().full_path
