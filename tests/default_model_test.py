@@ -7,6 +7,8 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 import keras_adapters as ka
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import hub_encoder
 from keras_adapters.tasks import builtin_datasets
 
 # Published usage example of all-MiniLM-L6-v2: "This is an example sentence", mean-pooled
@@ -39,6 +41,15 @@ class DefaultModelTest(tf.test.TestCase):
     self.assertAllEqual(inputs["input_word_ids"][0, :7], [101, 2023, 2003, 2019, 2742, 6251, 102])
     embedding = _sentence_embedding(self.hub_encoder(inputs), inputs)
     self.assertAllClose(embedding[0, :6], _REFERENCE_START, atol=1e-5)
+
+  def test_the_default_preprocessing_passes_the_encoders_vocabulary_and_casing_check(self):
+    """What every CLI checks before a run: the embedded pair is one tokenizer (its vocabulary
+    holds the dotless "ı", which upper-cases to "I": no casing probe word)."""
+    base = hub_encoder.read_hub_encoder(ka.default_hub_handle())
+    self.assertTrue(base.tokenizer.lower_case)
+    compatibility.check_preprocessor(
+        compatibility.load_preprocessor(ka.default_preprocess_handle()), base.config,
+        encoder_tokenizer=base.tokenizer)
 
   def test_real_texts_pack_to_the_same_ids_as_before(self):
     preprocess = self.preprocess.resolved_object

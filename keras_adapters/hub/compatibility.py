@@ -158,14 +158,17 @@ def _check_same_tokenizer(preprocessor, encoder_tokenizer, name):
 
 
 def _vocabulary_words(encoder_tokenizer, count=50):
-  """Up to `count` whole lower-case words of the encoder's vocabulary, to tokenize."""
+  """Up to `count` whole lower-case words of the encoder's vocabulary, to tokenize: only
+  words that upper-casing then lower-casing gives back (not the dotless "ı" of BERT's
+  multilingual vocabularies, which upper-cases to "I" and so lower-cases to "i")."""
   if encoder_tokenizer.kind == "wordpiece":
     tokens = saved_model_facts.wordpiece_tokens(encoder_tokenizer.path)
   else:
     model = _sentencepiece(encoder_tokenizer.path)
     tokens = [model.id_to_string(i).numpy().decode().lstrip("\u2581")
               for i in range(int(model.vocab_size()))]
-  return [token for token in tokens if token.isalnum() and token.islower()][:count]
+  return [token for token in tokens if token.isalnum() and token.islower()
+          and token.upper().lower() == token][:count]
 
 
 def _sentencepiece(path):
