@@ -36,7 +36,6 @@ from absl import flags
 
 from experiments import cli
 from experiments import common_flags
-from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
 from keras_adapters.tasks import squad
 from keras_adapters.tasks import squad_runner
@@ -105,7 +104,7 @@ def load_data():
 
 
 def _feature_cache_dir():
-  return FLAGS.feature_cache_dir or os.path.join(default_model.cache_dir(), "squad_features")
+  return FLAGS.feature_cache_dir or os.path.join(paths.cache_dir(), "squad_features")
 
 
 def _squad_config():

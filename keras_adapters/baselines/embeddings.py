@@ -2,7 +2,7 @@
 
 The paper's Table 6 lists five TF Hub modules; offline, two modules built from PyPI packages
 stand for them. Each is built into the cache on first use (`<cache>/hub/<name>/1`, the cache
-of `keras_adapters.hub.default_model.cache_dir()`) and is then loaded like any TF Hub handle.
+of `keras_adapters.utils.paths.cache_dir()`) and is then loaded like any TF Hub handle.
 Any other string is passed to `hub.KerasLayer` unchanged: a TF Hub URL such as
 "https://tfhub.dev/google/nnlm-en-dim128/2" or a local SavedModel path. Such a module has
 sentence outputs only, so the search does not offer it the convolution.
@@ -14,8 +14,8 @@ from typing import Callable, Dict, Sequence
 
 from keras_adapters.baselines import glove
 from keras_adapters.baselines import universal_sentence_encoder
-from keras_adapters.hub import default_model
 from keras_adapters.utils import errors
+from keras_adapters.utils import paths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ def embedding_handle(name_or_handle: str) -> str:
   module = EMBEDDINGS.get(name_or_handle)
   if module is None:
     return name_or_handle
-  path = os.path.join(default_model.cache_dir(), "hub", module.name, _FORMAT_VERSION)
+  path = os.path.join(paths.cache_dir(), "hub", module.name, _FORMAT_VERSION)
   if not os.path.isdir(path):
     module.build(path)
   return path

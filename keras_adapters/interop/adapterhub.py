@@ -37,6 +37,7 @@ from keras_adapters.models import classifier
 from keras_adapters.models import saving
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import paths
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter.safetensors"
@@ -468,7 +469,7 @@ def _check_base(meta, bert, tensors, directory):
 
 
 def _default_model_name(bert):
-  default = os.path.join(default_model.cache_dir(), "hub", default_model.DEFAULT_MODEL_NAME)
+  default = os.path.join(paths.cache_dir(), "hub", default_model.DEFAULT_MODEL_NAME)
   if os.path.realpath(bert.handle).startswith(os.path.realpath(default) + os.sep):
     return DEFAULT_BASE_NAME
   raise AdapterHubError(

@@ -15,10 +15,10 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from keras_adapters.hub import default_model
 from keras_adapters.tasks import examples as examples_lib
 from keras_adapters.tasks import glue
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 TEST_FILE = "snli_1.0_test.jsonl"
 TRAIN_FILE = "snli_1.0_train_subset.jsonl"
@@ -43,7 +43,7 @@ def data_dir() -> str:
     FileNotFoundError: The files are not there; the message gives the command that puts them
       there.
   """
-  folder = os.path.join(default_model.cache_dir(), "snli_1.0")
+  folder = os.path.join(paths.cache_dir(), "snli_1.0")
   missing = [name for name in _SPLIT_FILES.values()
              if not os.path.isfile(os.path.join(folder, name))]
   if missing:
