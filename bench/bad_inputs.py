@@ -49,18 +49,18 @@ from keras_adapters.hub import compatibility
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import preprocessing
-from keras_adapters.hub import task_export
+from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import squad
-from keras_adapters.tasks import text_classification
-from keras_adapters.training import method_comparison
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.data import squad
+from keras_adapters.data import text_classification
+from keras_adapters.analysis import method_comparison
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -208,7 +208,7 @@ class Workspace:
   def finished_run(self) -> str:
     """A finished tiny run (3 steps); cases copy it before changing anything."""
     model_dir = self.path("finished_run")
-    task_runner.run_task(self.spec, self.splits, self.config, model_dir, progress_bar=False)
+    classification.run_task(self.spec, self.splits, self.config, model_dir, progress_bar=False)
     return model_dir
 
   def copy_of_finished_run(self) -> str:
@@ -217,7 +217,7 @@ class Workspace:
     return copy
 
   def rerun(self, model_dir, spec=None, splits=None, config=None, **kwargs):
-    return task_runner.run_task(spec or self.spec, splits or self.splits,
+    return classification.run_task(spec or self.spec, splits or self.splits,
                                 config or self.config, model_dir, progress_bar=False, **kwargs)
 
   def model(self, num_classes=3):
@@ -272,7 +272,7 @@ def _changed_training_data(ws):
 
 def _interrupted_run_with_other_rate(ws):
   model_dir = ws.copy_of_finished_run()
-  for name in (task_runner.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
+  for name in (classification.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
     os.remove(os.path.join(model_dir, name))
   return ws.rerun(model_dir, config=dataclasses.replace(ws.config, learning_rate=1e-3))
 
@@ -314,7 +314,7 @@ def _one_class_training_split(ws):
 
 def _labels_outside_the_classes(ws):
   test = ws.splits["test"]
-  return task_runner.check_splits(ws.spec, dict(ws.splits, test=dataclasses.replace(
+  return classification.check_splits(ws.spec, dict(ws.splits, test=dataclasses.replace(
       test, labels=np.full(len(test), 7, np.int32))))
 
 
@@ -322,7 +322,7 @@ def _nan_regression_score(ws):
   spec = examples_lib.TaskSpec("scores", ("text",), None, ("pearson",))
   train = examples_lib.TextExamples(ids=["a", "b"], texts=(["w1", "w2"],),
                                     labels=np.array([0.5, np.nan], np.float32))
-  return task_runner.check_splits(spec, dict(train=train))
+  return classification.check_splits(spec, dict(train=train))
 
 
 def _users_folder_for_adapters(ws):
@@ -490,17 +490,17 @@ def cases() -> Sequence[Case]:
       Case(rerun, "rerun into the folder of another task",
            lambda ws: ws.rerun(ws.copy_of_finished_run(),
                                spec=dataclasses.replace(ws.spec, name="topics")),
-           expect_error(task_runner.RunSettingsError, other_settings + "task 'colours' there")),
+           expect_error(classification.RunSettingsError, other_settings + "task 'colours' there")),
       Case(rerun, "rerun with other epochs and learning rate",
            lambda ws: ws.rerun(ws.copy_of_finished_run(), config=dataclasses.replace(
                ws.config, epochs=3.0, learning_rate=1e-3)),
-           expect_error(task_runner.RunSettingsError, "learning_rate=0.01 there, "
+           expect_error(classification.RunSettingsError, "learning_rate=0.01 there, "
                         "learning_rate=0.001 now; epochs=1.0 there, epochs=3.0 now")),
       Case(rerun, "rerun with one training text changed", _changed_training_data,
-           expect_error(task_runner.RunSettingsError, r"training data of 18 examples")),
+           expect_error(classification.RunSettingsError, r"training data of 18 examples")),
       Case(rerun, "resuming an interrupted run with another learning rate",
            _interrupted_run_with_other_rate,
-           expect_error(task_runner.RunSettingsError, "learning_rate=0.01 there")),
+           expect_error(classification.RunSettingsError, "learning_rate=0.01 there")),
       Case(rerun, "export asked for on a rerun of a finished run", _later_export,
            expect_result(_is(True), "exported from the final checkpoint, serves strings")),
       Case(rerun, "CLI rerun of another --data_path task into the same --model_dir",
@@ -510,7 +510,7 @@ def cases() -> Sequence[Case]:
                             r"other settings: task 'reviews' there, 'topics' now"), cli=True),
       Case(compare, "comparison with --epochs=3 into the runs of --epochs=1",
            _comparison_with_other_epochs,
-           expect_error(task_runner.RunSettingsError, "adapters-seed0 " + other_settings +
+           expect_error(classification.RunSettingsError, "adapters-seed0 " + other_settings +
                         r"epochs=1\.0 there, epochs=3\.0 now")),
       Case(base, "run_task with max_seq_length above the position embeddings",
            lambda ws: ws.rerun(ws.path("too_long"), config=dataclasses.replace(

@@ -47,14 +47,15 @@ import harness
 import keras_adapters
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
-from keras_adapters.hub import multitask_export
+from keras_adapters.serving import multitask_export
+from keras_adapters.serving import task_export
 from keras_adapters.models import adapter_config
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import features
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import text_classification
+from keras_adapters.data import builtin_datasets
+from keras_adapters.data import features
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.data import text_classification
 from keras_adapters.utils import atomic_io
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,7 +129,7 @@ def _prepare(work_dir):
                                     os.path.join(work_dir, "multitask"), overwrite=True)
   for name, artifact in tasks.items():
     print(f"Exporting {name}'s single-task SavedModel...", flush=True)
-    saving.export_task_from_artifact(artifact, os.path.join(work_dir, "single", name),
+    task_export.export_task_from_artifact(artifact, os.path.join(work_dir, "single", name),
                                      base_handle=FLAGS.hub_handle)
   plan = dict(tasks={name: dict(
       artifact=artifact,

@@ -40,10 +40,10 @@ import tf_keras as keras
 import harness
 import keras_adapters
 from keras_adapters.models import span_labeler
-from keras_adapters.tasks import squad
-from keras_adapters.tasks import squad_features
-from keras_adapters.tasks import squad_runner
-from keras_adapters.tasks import squad_tokenizer
+from keras_adapters.data import squad
+from keras_adapters.data import squad_features
+from keras_adapters.tasks import question_answering
+from keras_adapters.data import squad_tokenizer
 from keras_adapters.training import optimization
 
 _TUNINGS = ("adapters", "full")
@@ -55,7 +55,7 @@ harness.define_batch_benchmark_flags(
     child_help="measure `features` or one tuning policy (`adapters`, `full`), and print its "
     "JSON.")
 flags.FLAGS.set_default("seq_length", 384)
-flags.DEFINE_integer("eval_batch_size", squad_runner.EVAL_BATCH_SIZE,
+flags.DEFINE_integer("eval_batch_size", question_answering.EVAL_BATCH_SIZE,
                      "Windows per forward pass, as run_squad.py evaluates.", lower_bound=1)
 flags.DEFINE_integer("doc_stride", 128, "Tokens between consecutive windows over a context.",
                      lower_bound=1)

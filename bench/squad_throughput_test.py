@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from keras_adapters.hub import testing
-from keras_adapters.tasks import squad_testing
+from keras_adapters.data import squad_testing
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "squad_throughput.py")
 

@@ -27,10 +27,10 @@ import tensorflow_hub as hub
 
 import harness
 import keras_adapters
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import features
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import text_classification
+from keras_adapters.data import builtin_datasets
+from keras_adapters.data import features
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.data import text_classification
 
 _TASK = "airline"
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -44,7 +44,7 @@ import tensorflow as tf
 
 import harness
 import keras_adapters
-from keras_adapters.tasks import builtin_datasets
+from keras_adapters.data import builtin_datasets
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BENCH_DIR = os.path.join(_REPO_DIR, "bench")

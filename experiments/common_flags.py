@@ -11,13 +11,13 @@ from keras_adapters.models import classifier
 from keras_adapters.models import tuning
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
-from keras_adapters.training import task_runner
+from keras_adapters.tasks import classification
 from keras_adapters.utils import errors
 from keras_adapters.utils import precision
 
 
 def define_run_flags(learning_rate=3e-4, epochs=3.0):
-  """Defines the model, optimisation and distribution flags of `task_runner.RunConfig`."""
+  """Defines the model, optimisation and distribution flags of `classification.RunConfig`."""
   flags.DEFINE_string("hub_handle", None,
                       "TF Hub BERT encoder handle or local path; default: the embedded "
                       "all-MiniLM-L6-v2 (keras_adapters.default_hub_handle()).")
@@ -135,4 +135,4 @@ def run_config_from_flags(**overrides):
       tpu=values.tpu, mixed_precision=values.mixed_precision,
       jit_compile=values.jit_compile, adapter_config=_json_object("adapter_config", values.adapter_config))
   config.update(overrides)
-  return task_runner.RunConfig(**config)
+  return classification.RunConfig(**config)

@@ -23,7 +23,7 @@ from absl import flags
 # Before TensorFlow loads (see cli).
 from experiments import cli
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import multitask_export
+from keras_adapters.serving import multitask_export
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 flags.DEFINE_list("tasks", None,

@@ -40,10 +40,10 @@ from keras_adapters.analysis import suite as suite_lib
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.models import saving
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import metrics
-from keras_adapters.training import method_comparison
-from keras_adapters.training import task_runner
+from keras_adapters.data import builtin_datasets
+from keras_adapters.data import metrics
+from keras_adapters.analysis import method_comparison
+from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 
 _SUITE = "suite"
@@ -133,7 +133,7 @@ def _ablate(summary, summary_path, spec, splits, config, model_dir, num_layers):
   evaluated = splits[studies.EVAL_SPLIT]
 
   def score(model):
-    predictions = task_runner.predict(model, evaluated, preprocessor, config).argmax(-1)
+    predictions = classification.predict(model, evaluated, preprocessor, config).argmax(-1)
     return 100.0 * metrics.compute_metrics(spec, evaluated.labels, predictions)[
         spec.metrics[0]]
 

@@ -28,7 +28,7 @@ from keras_adapters.baselines import embeddings
 from keras_adapters.baselines import search_space
 from keras_adapters.baselines import tfidf_floor
 from keras_adapters.baselines import tuner
-from keras_adapters.training import method_comparison
+from keras_adapters.analysis import method_comparison
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance

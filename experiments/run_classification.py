@@ -28,8 +28,8 @@ from experiments import cli
 from experiments import common_flags
 from experiments import task_flags
 from keras_adapters.hub import hub_encoder
-from keras_adapters.training import method_comparison
-from keras_adapters.training import task_runner
+from keras_adapters.analysis import method_comparison
+from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
@@ -82,7 +82,7 @@ def main(argv):
     return
 
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export")
-  results = task_runner.run_task(spec, splits, config, FLAGS.model_dir, export_dir=export_dir)
+  results = classification.run_task(spec, splits, config, FLAGS.model_dir, export_dir=export_dir)
   for split, values in results["metrics"].items():
     print(f"{split}: " + ", ".join(f"{k} {100 * v:.2f}%" for k, v in values.items()))
   parameters = results["parameters"]

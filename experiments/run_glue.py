@@ -33,11 +33,11 @@ import numpy as np
 
 from experiments import cli
 from experiments import common_flags
-from keras_adapters.tasks import glue
-from keras_adapters.tasks import glue_submission
-from keras_adapters.tasks import text_classification
-from keras_adapters.training import sweep
-from keras_adapters.training import task_runner
+from keras_adapters.data import glue
+from keras_adapters.data import glue_submission
+from keras_adapters.data import text_classification
+from keras_adapters.analysis import sweep
+from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 
 flags.DEFINE_list("task", None,
@@ -157,7 +157,7 @@ def run_glue_task(task, splits, config, grid):
     return result.best, result.summary["choice"]["trial"]
   run_dir = os.path.join(task_dir, "run")
   # A finished run exports from its final checkpoint when an export is asked for later.
-  return task_runner.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
+  return classification.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
 
 
 def write_submission(task, predictions):

@@ -37,9 +37,9 @@ from absl import flags
 from experiments import cli
 from experiments import common_flags
 from keras_adapters.hub import hub_encoder
-from keras_adapters.tasks import squad
-from keras_adapters.tasks import squad_runner
-from keras_adapters.training import method_comparison
+from keras_adapters.data import squad
+from keras_adapters.tasks import question_answering
+from keras_adapters.analysis import method_comparison
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
 
@@ -108,7 +108,7 @@ def _feature_cache_dir():
 
 
 def _squad_config():
-  return squad_runner.SquadConfig(
+  return question_answering.SquadConfig(
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
       n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
       max_train_examples=0 if FLAGS.full else FLAGS.max_train_examples,
@@ -117,7 +117,7 @@ def _squad_config():
 
 def _run(train, dev, config, squad_config, model_dir, export_dir):
   """One run; prints and returns its results."""
-  results = squad_runner.run_squad(train, dev, config, squad_config, model_dir,
+  results = question_answering.run_squad(train, dev, config, squad_config, model_dir,
                                    feature_cache_dir=_feature_cache_dir(),
                                    export_dir=export_dir)
   metrics, parameters = results["metrics"], results["parameters"]
@@ -152,7 +152,7 @@ def run_methods(train, dev, base_config, squad_config):
     # Written after every method, so a long comparison's finished runs are on record.
     atomic_io.write_json(results_path, paths.portable(table, os.getcwd()))
     atomic_io.write_text(os.path.join(FLAGS.results_dir, RESULTS_MARKDOWN),
-                         squad_runner.results_markdown(table))
+                         question_answering.results_markdown(table))
   return table
 
 
@@ -189,7 +189,7 @@ def main(argv):
   print(f"SQuAD v1.1: training {train.source} ({len(train):,} questions), evaluating "
         f"{dev.source} ({len(dev):,} questions)")
   if FLAGS.methods:
-    print(squad_runner.results_markdown(run_methods(train, dev, config, squad_config)))
+    print(question_answering.results_markdown(run_methods(train, dev, config, squad_config)))
     print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
   else:
     _run(train, dev, config, squad_config, FLAGS.model_dir,

@@ -21,9 +21,9 @@ from absl import app
 from absl import flags
 
 from experiments import cli
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import snli
-from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.data import builtin_datasets
+from keras_adapters.data import snli
+from keras_adapters.data import splits as splits_lib
 
 flags.DEFINE_string("glue_dir", None, "GLUE data folder to write MNLI/ into.")
 flags.DEFINE_string(

@@ -15,9 +15,9 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from keras_adapters.tasks import builtin_datasets
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import text_classification
+from keras_adapters.data import builtin_datasets
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.data import text_classification
 from keras_adapters.utils import errors
 
 _SPLITS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "splits")

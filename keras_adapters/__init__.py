@@ -9,9 +9,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from keras_adapters.hub.adapter_artifact import PreprocessingConfig
 from keras_adapters.hub.default_model import default_hub_handle
 from keras_adapters.hub.default_model import default_preprocess_handle
-from keras_adapters.hub.multitask_export import export_multitask
-from keras_adapters.hub.qa_export import export_qa
-from keras_adapters.hub.task_export import export_task
+from keras_adapters.serving.multitask_export import export_multitask
+from keras_adapters.serving.qa_export import export_qa
+from keras_adapters.serving.task_export import export_task
 from keras_adapters.interop.adapterhub import load_adapterhub
 from keras_adapters.interop.adapterhub import save_adapterhub
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
@@ -21,7 +21,7 @@ from keras_adapters.models.adapter_config import AdapterConfig
 from keras_adapters.models.classifier import build_classifier
 from keras_adapters.models.parameter_summary import parameter_summary
 from keras_adapters.models.parameter_summary import print_trainable_parameters
-from keras_adapters.models.saving import export_task_from_artifact
+from keras_adapters.serving.task_export import export_task_from_artifact
 from keras_adapters.models.saving import load_adapters
 from keras_adapters.models.saving import load_task_model
 from keras_adapters.models.saving import save_adapters

@@ -11,12 +11,12 @@ import os
 import tensorflow as tf
 
 from keras_adapters.hub import preprocessing
-from keras_adapters.hub import task_export
+from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 
 class BaseLimitsTest(tf.test.TestCase):
 
@@ -25,7 +25,7 @@ class BaseLimitsTest(tf.test.TestCase):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     with self.assertRaisesRegex(ValueError, "max_seq_length=40 is more than the base "
                                 "encoder's 32 position embeddings"):
-      task_runner.run_task(spec, splits, testing.run_config(max_seq_length=40), model_dir)
+      classification.run_task(spec, splits, testing.run_config(max_seq_length=40), model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_export_task_refuses_a_length_the_encoder_cannot_serve(self):
@@ -52,7 +52,7 @@ class BaseLimitsTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "tokenizes with another vocabulary than the "
                                 "encoder's own wordpiece vocabulary .*Pass the preprocessing "
                                 "model that comes with the encoder"):
-      task_runner.run_task(spec, splits, testing.run_config(preprocess_handle=handle),
+      classification.run_task(spec, splits, testing.run_config(preprocess_handle=handle),
                            model_dir)
     self.assertFalse(os.path.exists(model_dir))
 

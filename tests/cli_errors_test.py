@@ -21,9 +21,9 @@ import tensorflow as tf
 from experiments import cli
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing as hub_testing
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import text_classification
-from keras_adapters.training import testing
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import text_classification
+from keras_adapters.tasks import testing
 from keras_adapters.utils import errors
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from experiments import convert_adapterhub
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import multitask_export
-from keras_adapters.hub import task_export
+from keras_adapters.serving import multitask_export
+from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
 from keras_adapters.interop import adapterhub_test

@@ -9,7 +9,7 @@ import tensorflow_hub as hub
 import keras_adapters as ka
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
-from keras_adapters.tasks import builtin_datasets
+from keras_adapters.data import builtin_datasets
 
 # Published usage example of all-MiniLM-L6-v2: "This is an example sentence", mean-pooled
 # over the attention mask and L2-normalised, starts with these values.

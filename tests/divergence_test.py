@@ -12,8 +12,8 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
 
 _trainer = testing.regression_trainer
@@ -80,9 +80,9 @@ class DivergenceTest(tf.test.TestCase):
                                 r"Training diverged at step \d+: .* Lower the learning rate "
                                 r"\(now learning_rate=1e\+06\) and train again in a new "
                                 r"model_dir=<folder>"):
-      task_runner.run_task(spec, splits, testing.run_config(learning_rate=1e6), model_dir,
+      classification.run_task(spec, splits, testing.run_config(learning_rate=1e6), model_dir,
                            progress_bar=False)
-    self.assertFalse(os.path.exists(os.path.join(model_dir, task_runner.RESULTS_FILE)))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, classification.RESULTS_FILE)))
     self.assertFalse(os.path.exists(os.path.join(model_dir, trainer.COMPLETION_MARKER)))
 
 

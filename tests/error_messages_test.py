@@ -4,7 +4,7 @@ as the flags a user types, the flags those messages recommend (`--drop_empty`, s
 `--encoding`s).
 
 Other messages of this kind are tested beside their code: CSV quotes and long fields in
-`text_classification_test`, non-finite settings in `task_runner_test`, an unreadable latest
+`text_classification_test`, non-finite settings in `classification_test`, an unreadable latest
 checkpoint in `trainer_test`, preprocessing models in `base_limits_test`, and every CLI's
 one-line errors in `cli_errors_test`.
 """
@@ -21,8 +21,8 @@ from experiments import common_flags
 from experiments import run_classification
 from keras_adapters.hub import default_model
 from keras_adapters.models import adapter_config
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 
@@ -38,7 +38,7 @@ class ErrorMessagesTest(tf.test.TestCase):
     model_dir = os.path.join(_READ_ONLY, "run")
     with self.assertRaisesRegex(PermissionError, f"model_dir='{model_dir}' cannot be written "
                                 r"to \(.+\): pass a model_dir= folder you can write to\."):
-      task_runner.run_task(spec, splits, testing.run_config(), model_dir)
+      classification.run_task(spec, splits, testing.run_config(), model_dir)
     with self.assertRaisesRegex(PermissionError, f"export_dir='{_READ_ONLY}' cannot be written"):
       atomic_io.make_writable_dir(_READ_ONLY, "export_dir")
     a_file = os.path.join(self.create_tempdir().full_path, "notes.txt")

@@ -11,8 +11,8 @@ import sys
 
 import tensorflow as tf
 
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 
 
 def _dead_pid():
@@ -44,7 +44,7 @@ class InterruptedWritesTest(tf.test.TestCase):
         f.write(b"half")
     leftovers = folders + files
     spec, splits = testing.colour_task()
-    results = task_runner.run_task(spec, splits, testing.run_config(), model_dir,
+    results = classification.run_task(spec, splits, testing.run_config(), model_dir,
                                    export_dir=export_dir, progress_bar=False)
     self.assertEqual(results["export_dir"], export_dir)
     for path in leftovers:

@@ -13,9 +13,9 @@ from unittest import mock
 
 import tensorflow as tf
 
-from keras_adapters.training import method_comparison
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.analysis import method_comparison
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
 
 _NOT_TRAINED = mock.patch.object(trainer_lib.Trainer, "_train_loop",
@@ -32,7 +32,7 @@ class RerunTest(tf.test.TestCase):
     cls.spec, cls.splits = testing.colour_task()
     cls.config = testing.run_config()
     cls.run_dir = os.path.join(cls.root, "run")
-    cls.results = task_runner.run_task(cls.spec, cls.splits, cls.config, cls.run_dir,
+    cls.results = classification.run_task(cls.spec, cls.splits, cls.config, cls.run_dir,
                                        progress_bar=False)
 
   def _copy(self):
@@ -41,21 +41,21 @@ class RerunTest(tf.test.TestCase):
     return model_dir
 
   def _rerun(self, model_dir, spec=None, splits=None, config=None, **kwargs):
-    return task_runner.run_task(spec or self.spec, splits or self.splits,
+    return classification.run_task(spec or self.spec, splits or self.splits,
                                 config or self.config, model_dir, progress_bar=False, **kwargs)
 
   def test_the_run_records_what_defines_it(self):
-    with open(os.path.join(self.run_dir, task_runner.RUN_FILE), encoding="utf-8") as f:
+    with open(os.path.join(self.run_dir, classification.RUN_FILE), encoding="utf-8") as f:
       record = json.load(f)
     self.assertEqual((record["task"], record["label_names"], record["train_examples"]),
                      ("colours", list(testing.LABEL_NAMES), 18))
     self.assertEqual(record["train_fingerprint"],
-                     task_runner.data_fingerprint(self.splits["train"]))
+                     classification.data_fingerprint(self.splits["train"]))
     self.assertRegex(record["base_fingerprint"], "^[0-9a-f]{64}$")
     # Every field that changes what is learnt, none of those that only say how it runs.
     self.assertEqual(set(record["config"]),
-                     {field.name for field in dataclasses.fields(task_runner.RunConfig)}
-                     - set(task_runner.EXECUTION_FIELDS))
+                     {field.name for field in dataclasses.fields(classification.RunConfig)}
+                     - set(classification.EXECUTION_FIELDS))
 
   def test_same_settings_return_the_run_without_training(self):
     model_dir = self._copy()
@@ -68,12 +68,12 @@ class RerunTest(tf.test.TestCase):
   def test_other_settings_are_refused_naming_them(self):
     model_dir = self._copy()
     other_task = dataclasses.replace(self.spec, name="topics")
-    with self.assertRaisesRegex(task_runner.RunSettingsError,
+    with self.assertRaisesRegex(classification.RunSettingsError,
                                 f"{model_dir} holds a run with other settings: "
                                 r"task 'colours' there, 'topics' now\. Use a new "
                                 "model_dir=<folder> for the new settings"):
       self._rerun(model_dir, spec=other_task)
-    with self.assertRaisesRegex(task_runner.RunSettingsError,
+    with self.assertRaisesRegex(classification.RunSettingsError,
                                 r"learning_rate=0\.01 there, learning_rate=0\.001 now; "
                                 r"epochs=1\.0 there, epochs=3\.0 now\."):
       self._rerun(model_dir, config=dataclasses.replace(self.config, epochs=3.0,
@@ -82,19 +82,19 @@ class RerunTest(tf.test.TestCase):
     texts[0] = "w0 w1"
     changed = dict(self.splits, train=dataclasses.replace(self.splits["train"],
                                                           texts=(texts,)))
-    with self.assertRaisesRegex(task_runner.RunSettingsError,
+    with self.assertRaisesRegex(classification.RunSettingsError,
                                 r"training data of 18 examples \(sha256:.*\) there, 18 "):
       self._rerun(model_dir, splits=changed)
-    with open(os.path.join(model_dir, task_runner.RESULTS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(model_dir, classification.RESULTS_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.results)))
 
   def test_an_interrupted_run_resumes_only_with_its_settings(self):
     model_dir = self._copy()
-    os.remove(os.path.join(model_dir, task_runner.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, classification.RESULTS_FILE))
     os.remove(os.path.join(model_dir, trainer_lib.COMPLETION_MARKER))
-    with self.assertRaisesRegex(task_runner.RunSettingsError, "seed=0 there, seed=1 now"):
+    with self.assertRaisesRegex(classification.RunSettingsError, "seed=0 there, seed=1 now"):
       self._rerun(model_dir, config=dataclasses.replace(self.config, seed=1))
-    self.assertFalse(os.path.exists(os.path.join(model_dir, task_runner.RESULTS_FILE)))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, classification.RESULTS_FILE)))
 
   def test_a_finished_run_exports_when_asked_later(self):
     model_dir = self._copy()
@@ -111,7 +111,7 @@ class RerunTest(tf.test.TestCase):
     self.assertEqual(served.shape, (6, 3))
     self.assertTrue(os.path.isfile(os.path.join(export_dir, "adapters", "adapter_config.json")))
     # Asked again: it is recorded and complete, nothing is exported twice.
-    with mock.patch.object(task_runner, "_export", side_effect=AssertionError("exported")):
+    with mock.patch.object(classification, "_export", side_effect=AssertionError("exported")):
       self.assertEqual(self._rerun(model_dir, export_dir=export_dir)["export_dir"], export_dir)
 
   def test_a_finished_run_scores_a_new_split_without_training(self):
@@ -126,14 +126,14 @@ class RerunTest(tf.test.TestCase):
     """A finished run without run.json is compared on results.json; checkpoints without
     either cannot be checked and are refused."""
     model_dir = self._copy()
-    os.remove(os.path.join(model_dir, task_runner.RUN_FILE))
-    with self.assertRaisesRegex(task_runner.RunSettingsError, "epochs=1.0 there, epochs=2.0"):
+    os.remove(os.path.join(model_dir, classification.RUN_FILE))
+    with self.assertRaisesRegex(classification.RunSettingsError, "epochs=1.0 there, epochs=2.0"):
       self._rerun(model_dir, config=dataclasses.replace(self.config, epochs=2.0))
     with _NOT_TRAINED:
       self.assertEqual(self._rerun(model_dir)["metrics"], self.results["metrics"])
-    os.remove(os.path.join(model_dir, task_runner.RESULTS_FILE))
-    os.remove(os.path.join(model_dir, task_runner.RUN_FILE))
-    with self.assertRaisesRegex(task_runner.RunSettingsError,
+    os.remove(os.path.join(model_dir, classification.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, classification.RUN_FILE))
+    with self.assertRaisesRegex(classification.RunSettingsError,
                                 f"{model_dir} holds checkpoints but no run.json"):
       self._rerun(model_dir)
 
@@ -153,7 +153,7 @@ class RerunTest(tf.test.TestCase):
                        [100 * self.results["metrics"]["test"]["accuracy"]])
       def must_not_run(*args, **kwargs):
         raise AssertionError("a run started")
-      with self.assertRaisesRegex(task_runner.RunSettingsError,
+      with self.assertRaisesRegex(classification.RunSettingsError,
                                   "adapters-seed0 holds a run with other settings: "
                                   r"epochs=1\.0 there, epochs=3\.0 now"):
         method_comparison.compare_methods(

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from keras_adapters.analysis import suite
 from keras_adapters.hub import testing as hub_testing
-from keras_adapters.training import testing
+from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from experiments import run_classification
 from keras_adapters.hub import testing
-from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.data import splits as splits_lib
 
 FLAGS = flags.FLAGS
 

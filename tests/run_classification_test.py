@@ -19,8 +19,8 @@ import tensorflow as tf
 from experiments import run_classification
 from experiments import testing as cli_testing
 from keras_adapters.hub import testing
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.training import method_comparison
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.analysis import method_comparison
 
 FLAGS = flags.FLAGS
 _SEQ_LENGTH = 16

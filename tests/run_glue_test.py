@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
-from keras_adapters.tasks import glue
-from keras_adapters.tasks import glue_submission
-from keras_adapters.tasks import glue_testing
-from keras_adapters.training import sweep
+from keras_adapters.data import glue
+from keras_adapters.data import glue_submission
+from keras_adapters.data import glue_testing
+from keras_adapters.analysis import sweep
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_REPO_ROOT, "experiments", "run_glue.py")

@@ -16,9 +16,9 @@ import tempfile
 import tensorflow as tf
 
 from keras_adapters.hub import testing
-from keras_adapters.tasks import squad
-from keras_adapters.tasks import squad_runner
-from keras_adapters.tasks import squad_testing
+from keras_adapters.data import squad
+from keras_adapters.tasks import question_answering
+from keras_adapters.data import squad_testing
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_REPO_ROOT, "experiments", "run_squad.py")
@@ -68,13 +68,13 @@ class RunSquadTest(tf.test.TestCase):
 
   def test_writes_official_predictions_and_scores(self):
     self.assert_succeeded(self.single)
-    predictions = _read_json(os.path.join(self.model_dir, squad_runner.PREDICTIONS_FILE))
+    predictions = _read_json(os.path.join(self.model_dir, question_answering.PREDICTIONS_FILE))
     data = squad.read_squad_file(self.predict_file, training=False)
     self.assertCountEqual(predictions, data.question_ids)
     self.assertTrue(all(isinstance(text, str) for text in predictions.values()))
-    scores = _read_json(os.path.join(self.model_dir, squad_runner.EVAL_RESULTS_FILE))
+    scores = _read_json(os.path.join(self.model_dir, question_answering.EVAL_RESULTS_FILE))
     self.assertEqual(scores, squad.evaluate(data.articles, predictions))
-    nbest = _read_json(os.path.join(self.model_dir, squad_runner.NBEST_FILE))
+    nbest = _read_json(os.path.join(self.model_dir, question_answering.NBEST_FILE))
     self.assertEqual({qid: entries[0]["text"] for qid, entries in nbest.items()}, predictions)
     self.assertIn(f"adapters: exact_match {scores['exact_match']:.2f}, f1 {scores['f1']:.2f} "
                   "on 3 questions", self.single.stdout)
@@ -87,8 +87,8 @@ class RunSquadTest(tf.test.TestCase):
     paragraphs = _read_json(self.predict_file)["data"][0]["paragraphs"]
     result = serve(question=tf.constant([p["qas"][0]["question"] for p in paragraphs]),
                    context=tf.constant([p["context"] for p in paragraphs]))
-    predictions = _read_json(os.path.join(self.model_dir, squad_runner.PREDICTIONS_FILE))
-    nbest = _read_json(os.path.join(self.model_dir, squad_runner.NBEST_FILE))
+    predictions = _read_json(os.path.join(self.model_dir, question_answering.PREDICTIONS_FILE))
+    nbest = _read_json(os.path.join(self.model_dir, question_answering.NBEST_FILE))
     for index, paragraph in enumerate(paragraphs):
       qid = paragraph["qas"][0]["id"]
       start, end = int(result["answer_start"][index]), int(result["answer_end"][index])
@@ -107,10 +107,10 @@ class RunSquadTest(tf.test.TestCase):
     table = _read_json(os.path.join(self.results_dir, "squad_results.json"))
     self.assertEqual(list(table), ["adapters"])
     self.assertEqual(table["adapters"]["metrics"],
-                     _read_json(os.path.join(self.model_dir, squad_runner.EVAL_RESULTS_FILE)))
+                     _read_json(os.path.join(self.model_dir, question_answering.EVAL_RESULTS_FILE)))
     with open(os.path.join(self.results_dir, "squad_results.md"), encoding="utf-8") as f:
       markdown = f.read()
-    self.assertEqual(markdown, squad_runner.results_markdown(table))
+    self.assertEqual(markdown, question_answering.results_markdown(table))
     self.assertIn("| Houlsby et al. 2019 (BERT), full fine-tuning | 90.7 |", markdown)
     self.assertIn(markdown, self.methods.stdout)
 

@@ -11,9 +11,9 @@ import sys
 
 import tensorflow as tf
 
-from keras_adapters.tasks import glue
-from keras_adapters.tasks import snli_testing
-from keras_adapters.tasks import splits as splits_lib
+from keras_adapters.data import glue
+from keras_adapters.data import snli_testing
+from keras_adapters.data import splits as splits_lib
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

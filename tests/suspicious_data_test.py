@@ -12,15 +12,15 @@ import tensorflow as tf
 
 # Defines the flags of run_classification.py.
 from experiments import run_classification  # pylint: disable=unused-import
-from keras_adapters.hub import task_export
+from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import splits as splits_lib
-from keras_adapters.tasks import text_classification
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import splits as splits_lib
+from keras_adapters.data import text_classification
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 
 FLAGS = flags.FLAGS
 
@@ -52,7 +52,7 @@ class SuspiciousDataTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError,
                                 "The training split of task 'colours' has examples of one class "
                                 r"only, 'red' \(18 examples\): a classifier learns nothing"):
-      task_runner.run_task(spec, dict(splits, train=one_class), testing.run_config(), model_dir)
+      classification.run_task(spec, dict(splits, train=one_class), testing.run_config(), model_dir)
     self.assertFalse(os.path.exists(model_dir))
     # Before a split is even made and recorded.
     with self.assertRaisesRegex(ValueError, "Task 'colours' has examples of one class only"):
@@ -65,7 +65,7 @@ class SuspiciousDataTest(tf.test.TestCase):
     labels[2] = 7
     with self.assertRaisesRegex(ValueError, r"Split 'test' of task 'colours' has the label 7 "
                                 r"\(example 'x2'\), outside the class ids 0\.\.\.2"):
-      task_runner.check_splits(spec, dict(splits, test=examples_lib.TextExamples(
+      classification.check_splits(spec, dict(splits, test=examples_lib.TextExamples(
           ids=test.ids, texts=test.texts, labels=labels)))
 
   def test_a_head_without_outputs_is_refused(self):

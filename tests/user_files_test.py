@@ -16,8 +16,8 @@ from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 
 
 class UserFilesTest(tf.test.TestCase):
@@ -48,7 +48,7 @@ class UserFilesTest(tf.test.TestCase):
     model_dir = os.path.join(root, "run")
     with self.assertRaisesRegex(ValueError, f"export_dir='{export_dir}' holds a folder adapters/ "
                                 "that is not an export; exporting would replace it"):
-      task_runner.run_task(spec, splits, testing.run_config(), model_dir,
+      classification.run_task(spec, splits, testing.run_config(), model_dir,
                            export_dir=export_dir)
     self.assertEqual(os.listdir(os.path.join(export_dir, "adapters")), ["notes.txt"])
     self.assertFalse(os.path.exists(model_dir))

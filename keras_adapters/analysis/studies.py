@@ -1,7 +1,7 @@
 """The paper's analysis as studies: grids of runs on the task runner, a reduction, a figure.
 
 A study is a list of trials (a `RunConfig` and the point of the figure it counts for). Every
-trial runs through `task_runner.run_task` in its own folder, named after the settings the
+trial runs through `classification.run_task` in its own folder, named after the settings the
 studies vary (`sweep.trial_name`), under one root per task and budget: a trial two studies
 share (adapters m=64 at the paper's init, learning rate and seed are in the ablation, the
 init-scale, the trade-off and the learning-rate study) trains once, a finished trial is never
@@ -33,10 +33,10 @@ from scipy import stats
 import tensorflow as tf
 
 from keras_adapters.analysis import ablation
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.training import method_comparison
-from keras_adapters.training import sweep
-from keras_adapters.training import task_runner
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.analysis import method_comparison
+from keras_adapters.analysis import sweep
+from keras_adapters.tasks import classification
 from keras_adapters.training import trainer
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
@@ -97,7 +97,7 @@ class Trial:
     config: The run's config.
   """
   point: Tuple[Tuple[str, Any], ...]
-  config: task_runner.RunConfig
+  config: classification.RunConfig
 
   @property
   def name(self) -> str:
@@ -129,7 +129,7 @@ def _options(config, learning_rates=None, epochs=None):
           for count in (epochs or (config.epochs,))]
 
 
-def build_study(name: str, base_config: task_runner.RunConfig, seeds: Sequence[int],
+def build_study(name: str, base_config: classification.RunConfig, seeds: Sequence[int],
                 num_layers: int, paper: bool = False) -> Study:
   """The trials of study `name`.
 
@@ -185,7 +185,7 @@ def run_study(study: Study,
               root_dir: str,
               summary_path: str,
               budget: Budget,
-              run_fn: Callable[..., Mapping[str, Any]] = task_runner.run_task,
+              run_fn: Callable[..., Mapping[str, Any]] = classification.run_task,
               export_trials: bool = False,
               note: Optional[str] = None,
               log: Callable[[str], None] = print) -> Dict[str, Any]:
@@ -203,7 +203,7 @@ def run_study(study: Study,
     root_dir: Folder of the trials' folders (shared by the studies of one task and budget).
     summary_path: The study's JSON.
     budget: The budget, recorded in the JSON.
-    run_fn: Runs one config (`task_runner.run_task`; replaceable in tests).
+    run_fn: Runs one config (`classification.run_task`; replaceable in tests).
     export_trials: Export each trial to `<its folder>/export` (the ablation needs the
       adapter artifact).
     note: A sentence the JSON and the figure carry (e.g. that the base saw the task).
@@ -213,14 +213,14 @@ def run_study(study: Study,
     The summary written to `summary_path`.
 
   Raises:
-    task_runner.RunSettingsError: A trial's folder holds a run with other settings; raised
+    classification.RunSettingsError: A trial's folder holds a run with other settings; raised
       before any trial trains.
   """
   splits = {name: splits[name] for name in ("train", EVAL_SPLIT)}
   for trial in study.trials:
     run_dir = os.path.join(root_dir, trial.name)
     if tf.io.gfile.isdir(run_dir):
-      task_runner.check_run_dir(spec, splits, trial.config, run_dir)
+      classification.check_run_dir(spec, splits, trial.config, run_dir)
   settings = shared_settings(study, spec, splits)
   previous = atomic_io.read_json(summary_path) or {}
   recorded = _recorded_outcomes(previous, settings, keep_scores=not export_trials)
@@ -232,7 +232,7 @@ def run_study(study: Study,
     return write_json(summary_path, {**summary, "settings": settings, **kept})
 
   pending = [trial for trial in study.trials if not tf.io.gfile.exists(
-      os.path.join(root_dir, trial.name, task_runner.RESULTS_FILE))
+      os.path.join(root_dir, trial.name, classification.RESULTS_FILE))
              and trial.name not in recorded]
   log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} run(s), "
       f"{len(study.trials) - len(pending)} finished already. "

@@ -13,12 +13,12 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from keras_adapters.analysis import studies
-from keras_adapters.training import method_comparison
-from keras_adapters.training import task_runner
-from keras_adapters.training import testing
+from keras_adapters.analysis import method_comparison
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
 
-_BASE = task_runner.RunConfig(hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p",
+_BASE = classification.RunConfig(hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p",
                               pooling="mean", epochs=2.0)
 
 
@@ -125,7 +125,7 @@ class RunStudyTest(tf.test.TestCase):
       calls.append(args[3])
       if len(calls) == 2:
         raise _Killed()
-      return task_runner.run_task(*args, **kwargs)
+      return classification.run_task(*args, **kwargs)
 
     with self.assertRaises(_Killed):
       studies.run_study(study, self.spec, self.splits, runs_dir, summary_path,
@@ -138,7 +138,7 @@ class RunStudyTest(tf.test.TestCase):
     first_dir = os.path.join(runs_dir, study.trials[0].name)
     marker = os.path.join(first_dir, trainer.COMPLETION_MARKER)
     stamps = {name: os.path.getmtime(os.path.join(first_dir, name))
-              for name in (trainer.COMPLETION_MARKER, task_runner.RESULTS_FILE)}
+              for name in (trainer.COMPLETION_MARKER, classification.RESULTS_FILE)}
     with open(marker, encoding="utf-8") as f:
       trained = json.load(f)
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from keras_adapters.analysis import studies
-from keras_adapters.training import method_comparison
+from keras_adapters.analysis import method_comparison
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import provenance
 

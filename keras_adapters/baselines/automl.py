@@ -20,8 +20,8 @@ from keras_adapters.baselines import embeddings as embeddings_lib
 from keras_adapters.baselines import search_space as search_space_lib
 from keras_adapters.baselines import tuner as tuner_lib
 from keras_adapters.models import parameter_summary
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import metrics as metrics_lib
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import metrics as metrics_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 from keras_adapters.utils import provenance

@@ -8,7 +8,7 @@ import numpy as np
 
 from keras_adapters.baselines import embeddings
 from keras_adapters.baselines import glove
-from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.data import examples as examples_lib
 
 TINY_EMBEDDING = "tiny-words"
 LABELS = ("negative", "positive")

@@ -12,8 +12,8 @@ from sklearn import feature_extraction
 from sklearn import linear_model
 from sklearn import pipeline
 
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import metrics as metrics_lib
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import metrics as metrics_lib
 from keras_adapters.utils import errors
 
 METHOD = "tfidf_logreg"

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from keras_adapters.baselines import testing
 from keras_adapters.baselines import tfidf_floor
-from keras_adapters.tasks import examples as examples_lib
+from keras_adapters.data import examples as examples_lib
 
 
 class TfidfFloorTest(tf.test.TestCase):

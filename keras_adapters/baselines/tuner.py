@@ -19,8 +19,8 @@ import tf_keras as keras
 
 from keras_adapters.baselines import deep_and_wide
 from keras_adapters.baselines import search_space as search_space_lib
-from keras_adapters.tasks import examples as examples_lib
-from keras_adapters.tasks import metrics as metrics_lib
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.data import metrics as metrics_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 

