@@ -12,7 +12,8 @@ whole replay takes minutes; the CLI cases run as subprocesses, beside the librar
   python bench/bad_inputs.py
 
 writes bench/results/bad_inputs.json and exits with status 1 if a verdict is `WRONG`. This is
-no timing benchmark: it may run on a busy machine.
+no timing benchmark: it may run on a busy machine. `bad_inputs_test.py` runs each case of
+`cases()` as a test of its own, part of `pytest`.
 """
 
 import os
@@ -59,6 +60,7 @@ from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import squad
 from keras_adapters.data import text_classification
 from keras_adapters.analysis import method_comparison
+from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
@@ -147,17 +149,26 @@ def expect_cli_error(status: int, pattern: str) -> Callable[[Outcome], Verdict]:
   return judge
 
 
+def outcome_of(case: Case, workspace: "Workspace") -> Outcome:
+  """Runs one case."""
+  try:
+    return "returned", case.run(workspace)
+  except Exception as error:  # pylint: disable=broad-except
+    return "raised", error
+
+
+def start_cli_cases(pool: concurrent.futures.Executor, cases: Sequence[Case],
+                    workspace: "Workspace"):
+  """Starts the CLI cases on `pool`, to run beside the library cases; returns their outcomes'
+  futures by case name."""
+  return {case.name: pool.submit(outcome_of, case, workspace) for case in cases if case.cli}
+
+
 def replay(cases: Sequence[Case], workspace: "Workspace", cli_processes: int = 2):
   """Runs every case (CLI cases concurrently, beside the library ones); returns the rows."""
-  def outcome_of(case):
-    try:
-      return "returned", case.run(workspace)
-    except Exception as error:  # pylint: disable=broad-except
-      return "raised", error
-
   with concurrent.futures.ThreadPoolExecutor(cli_processes) as pool:
-    started = {case.name: pool.submit(outcome_of, case) for case in cases if case.cli}
-    outcomes = {case.name: outcome_of(case) for case in cases if not case.cli}
+    started = start_cli_cases(pool, cases, workspace)
+    outcomes = {case.name: outcome_of(case, workspace) for case in cases if not case.cli}
     outcomes.update({name: future.result() for name, future in started.items()})
   rows = []
   for number, case in enumerate(cases, start=1):
@@ -272,7 +283,7 @@ def _changed_training_data(ws):
 
 def _interrupted_run_with_other_rate(ws):
   model_dir = ws.copy_of_finished_run()
-  for name in (classification.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
+  for name in (run_records.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
     os.remove(os.path.join(model_dir, name))
   return ws.rerun(model_dir, config=dataclasses.replace(ws.config, learning_rate=1e-3))
 
@@ -490,17 +501,17 @@ def cases() -> Sequence[Case]:
       Case(rerun, "rerun into the folder of another task",
            lambda ws: ws.rerun(ws.copy_of_finished_run(),
                                spec=dataclasses.replace(ws.spec, name="topics")),
-           expect_error(classification.RunSettingsError, other_settings + "task 'colours' there")),
+           expect_error(run_records.RunSettingsError, other_settings + "task 'colours' there")),
       Case(rerun, "rerun with other epochs and learning rate",
            lambda ws: ws.rerun(ws.copy_of_finished_run(), config=dataclasses.replace(
                ws.config, epochs=3.0, learning_rate=1e-3)),
-           expect_error(classification.RunSettingsError, "learning_rate=0.01 there, "
+           expect_error(run_records.RunSettingsError, "learning_rate=0.01 there, "
                         "learning_rate=0.001 now; epochs=1.0 there, epochs=3.0 now")),
       Case(rerun, "rerun with one training text changed", _changed_training_data,
-           expect_error(classification.RunSettingsError, r"training data of 18 examples")),
+           expect_error(run_records.RunSettingsError, r"training data of 18 examples")),
       Case(rerun, "resuming an interrupted run with another learning rate",
            _interrupted_run_with_other_rate,
-           expect_error(classification.RunSettingsError, "learning_rate=0.01 there")),
+           expect_error(run_records.RunSettingsError, "learning_rate=0.01 there")),
       Case(rerun, "export asked for on a rerun of a finished run", _later_export,
            expect_result(_is(True), "exported from the final checkpoint, serves strings")),
       Case(rerun, "CLI rerun of another --data_path task into the same --model_dir",
@@ -510,7 +521,7 @@ def cases() -> Sequence[Case]:
                             r"other settings: task 'reviews' there, 'topics' now"), cli=True),
       Case(compare, "comparison with --epochs=3 into the runs of --epochs=1",
            _comparison_with_other_epochs,
-           expect_error(classification.RunSettingsError, "adapters-seed0 " + other_settings +
+           expect_error(run_records.RunSettingsError, "adapters-seed0 " + other_settings +
                         r"epochs=1\.0 there, epochs=3\.0 now")),
       Case(base, "run_task with max_seq_length above the position embeddings",
            lambda ws: ws.rerun(ws.path("too_long"), config=dataclasses.replace(

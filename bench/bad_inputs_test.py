@@ -1,13 +1,53 @@
-"""A fast test of the machinery of bad_inputs.py: judging outcomes, replaying cases (CLI cases
-in real subprocesses), the table; and that the replay holds 40 cases or more of every class.
-The cases themselves run with `python bench/bad_inputs.py`."""
+"""Every case of bad_inputs.py as a test of its own: the bad input or fault must end in a
+clear error (the expected exception with a message naming the problem and the fix; from a CLI
+the exit status and one line without a traceback) or the correct result, as the replay judges
+it. Then the machinery of the replay: judging outcomes, replaying cases, the table, and that
+it holds 40 cases or more of every class.
 
+The cases share one workspace (the tiny models, data files, a finished run), as in the
+replay, and so do the CLI cases' processes: they start with the first test, two at a time,
+and run beside the library cases.
+"""
+
+import concurrent.futures
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
+from absl.testing import parameterized
 import tensorflow as tf
 
 import bad_inputs
+
+_CASES = bad_inputs.cases()
+
+
+class BadInputCasesTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp(prefix="bad_inputs_test_")
+    cls.workspace = bad_inputs.Workspace(cls.root)
+    cls.pool = concurrent.futures.ThreadPoolExecutor(2)
+    cls.started = bad_inputs.start_cli_cases(cls.pool, _CASES, cls.workspace)
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.pool.shutdown(cancel_futures=True)
+    shutil.rmtree(cls.root, ignore_errors=True)
+    super().tearDownClass()
+
+  @parameterized.named_parameters(
+      (f"{number:02d}_{re.sub(r'[^a-z0-9]+', '_', case.name.lower()).strip('_')}", case)
+      for number, case in enumerate(_CASES, start=1))
+  def test_case(self, case):
+    outcome = (self.started[case.name].result() if case.cli
+               else bad_inputs.outcome_of(case, self.workspace))
+    verdict, detail = case.judge(outcome)
+    self.assertNotEqual(verdict, bad_inputs.WRONG, f"{case.category}: {case.name}: {detail}")
 
 
 def _process(returncode, stderr):
@@ -70,7 +110,7 @@ class BadInputsTest(tf.test.TestCase):
     self.assertIn("3 cases: 2 clear errors, 0 correct results, 1 wrong.", table)
 
   def test_the_replay_covers_every_class_with_40_cases_or_more(self):
-    cases = bad_inputs.cases()
+    cases = _CASES
     self.assertGreaterEqual(len(cases), 40)
     self.assertLen({case.name for case in cases}, len(cases))
     self.assertEqual(sorted({case.category[0] for case in cases}),

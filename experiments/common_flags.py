@@ -1,70 +1,135 @@
-"""Flags shared by the experiment scripts; each names a `RunConfig` field."""
+"""Flags shared by the experiment scripts, made from the config tree's own definitions.
 
+Every setting of `config_definitions.ExperimentConfig` is a flag of its own name, help text
+and type (`--learning_rate`, `--adapter_activation`, `--leave_out`, ...); `--config_file`
+(YAML, the tree's sections) and `--params_override` (`trainer.epochs=2,...` or YAML) set
+them as the Model Garden's scripts do. Precedence: the script's defaults, then the config
+files in order, then the flags given, then `--params_override`.
+"""
+
+import dataclasses
 import json
 import math
+import typing
+from typing import Any, Dict
 
 from absl import flags
 
 # Before TensorFlow loads (see cli).
 from experiments import cli  # pylint: disable=unused-import
-from keras_adapters.models import classifier
-from keras_adapters.models import tuning
+from keras_adapters.core import config_definitions
+from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.training import distribution
-from keras_adapters.training import optimization
-from keras_adapters.tasks import classification
 from keras_adapters.utils import errors
-from keras_adapters.utils import precision
+from keras_adapters.utils import settings
+
+_TREE = config_definitions.ExperimentConfig
+# The scripts' defaults where they differ from the library's: their default base, the
+# embedded all-MiniLM-L6-v2, is a sentence embedder trained for mean pooling; its pooler was
+# never trained.
+_SCRIPT_DEFAULTS = dict(pooling="mean")
 
 
-def define_run_flags(learning_rate=3e-4, epochs=3.0):
-  """Defines the model, optimisation and distribution flags of `classification.RunConfig`."""
-  flags.DEFINE_string("hub_handle", None,
-                      "TF Hub BERT encoder handle or local path; default: the embedded "
-                      "all-MiniLM-L6-v2 (keras_adapters.default_hub_handle()).")
-  flags.DEFINE_string("preprocess_handle", None,
-                      "Matching TF Hub preprocessing handle; default: the embedded one.")
-  flags.DEFINE_enum("tuning", "adapters", list(tuning.TUNING_POLICIES),
-                    "What trains: adapters (+LayerNorms, the paper), layer_norm, top_k, full.")
-  flags.DEFINE_integer("top_k", None, "Top layers to train with --tuning=top_k.")
-  flags.DEFINE_integer("adapter_size", 64, "Adapter bottleneck size m.")
-  flags.DEFINE_float("adapter_init_stddev", 1e-2,
-                     "Std of the adapters' initial weights; 0 makes every adapter an exact "
-                     "identity.")
+def define_run_flags(**defaults: Any) -> None:
+  """Defines a flag per setting of the config tree, plus `--config_file`,
+  `--params_override` and `--adapter_config`; `defaults` (by flag name) are this script's
+  defaults where they differ from the tree's, e.g. `learning_rate=1e-3`."""
+  define_settings_flags(_TREE, **{**_SCRIPT_DEFAULTS, **defaults})
+  flags.DEFINE_multi_string(
+      "config_file", None,
+      "YAML file of settings by the config tree's sections (model, model.adapter, data, "
+      "trainer, runtime), as the Model Garden's --config_file; several apply in order. Flags "
+      "given on the command line override it.")
+  flags.DEFINE_string(
+      "params_override", None,
+      "Settings by path, applied last: 'trainer.learning_rate=1e-3,model.adapter."
+      "adapter_size=16', YAML text, or a YAML file.")
   flags.DEFINE_string(
       "adapter_config", None,
-      "Further AdapterConfig fields as a JSON object, with AdapterHub's names: placement "
-      "(mh_adapter, output_adapter, is_parallel), residual and LayerNorm options "
-      "(original_ln_before, original_ln_after, residual_before_ln, adapter_residual_before_ln, "
-      "ln_before, ln_after), scaling, activation, reduction_factor, leave_out. E.g. "
-      "AdapterHub's Pfeiffer placement: "
-      "'{\"mh_adapter\": false, \"original_ln_before\": true}'. The fields with flags of "
-      "their own (--adapter_size, --adapter_init_stddev, --tuning, --top_k) stay there.")
-  flags.DEFINE_enum("pooling", "mean", list(classifier.POOLINGS),
-                    "Head input: mean (mean of the sequence output, what the embedded "
-                    "sentence-embedding encoder was trained to produce; its pooler never was) "
-                    "or cls (BERT's pooled_output, the paper's head for BERT).")
-  flags.DEFINE_float("learning_rate", learning_rate,
-                    "Peak learning rate, reached after a linear warmup over the first 10% of "
-                    "the steps, then decayed linearly to 0.")
-  flags.DEFINE_float("epochs", epochs, "Training epochs (fractions allowed).")
-  flags.DEFINE_integer("batch_size", 32, "Global batch size.")
-  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after packing.")
-  flags.DEFINE_integer("seed", 0, "Random seed (weights of new layers, data order).")
-  flags.DEFINE_float("weight_decay", optimization.DEFAULT_WEIGHT_DECAY,
-                    "Decoupled weight decay of AdamW (LayerNorm and bias excluded), BERT's "
-                    "0.01 by default; 0 turns it off.")
-  flags.DEFINE_integer("checkpoint_every_steps", 200, "Checkpoint interval in steps.")
-  flags.DEFINE_enum("strategy", "default", list(distribution.STRATEGIES),
-                    "tf.distribute strategy.")
-  flags.DEFINE_string("tpu", None, "TPU name or address ('local' for a TPU VM).")
-  flags.DEFINE_enum("mixed_precision", None, list(precision.PRECISIONS),
-                    "Compute dtype of the Keras mixed-precision policy; variables, LayerNorms, "
-                    "softmax, logits and loss stay float32. Default: bfloat16 with "
-                    "--strategy=tpu, else float32.")
-  flags.DEFINE_bool("jit_compile", None,
-                    "XLA-compile the training and evaluation steps, with every batch padded to "
-                    "--max_seq_length (static shapes). Default: on with --strategy=tpu, else "
-                    "off.")
+      "AdapterConfig fields as a JSON object with AdapterHub's names, e.g. AdapterHub's "
+      "Pfeiffer placement: '{\"mh_adapter\": false, \"original_ln_before\": true}'. Each "
+      "field also has a flag of its own; giving both is refused.")
+
+
+def define_settings_flags(config_cls: type, **defaults: Any) -> None:
+  """Defines a flag per setting of the dataclass `config_cls` (and its sections), named,
+  typed and documented by its `settings.setting`; `defaults` by flag name replace its
+  defaults."""
+  fields = {settings.flag_name(field): (path, field)
+            for path, field in config_definitions.leaves(config_cls)}
+  unknown = sorted(set(defaults) - set(fields))
+  if unknown:
+    raise TypeError(f"{config_cls.__name__} has no settings {unknown}.")
+  for name, (path, field) in fields.items():
+    _define(name, config_definitions.field_type(config_cls, path), field,
+            defaults.get(name, field.default))
+
+
+def settings_from_flags(config_cls: type, **overrides: Any) -> Any:
+  """The flat dataclass `config_cls` (e.g. `SquadConfig`) of its flags and `overrides`."""
+  values = {field.name: _flag_value(config_cls, (field.name,))
+            for field in dataclasses.fields(config_cls)}
+  return config_cls(**{**values, **overrides})
+
+
+def define_output_flags(model_dir: str, *, results_dir: str = None,
+                        export_dir: str = "<model_dir>/export") -> None:
+  """Defines `--model_dir` and, unless `None`, `--results_dir` and `--export_dir`; the
+  arguments are the defaults the help shows, `<...>` for a path made from other flags."""
+  flags.DEFINE_string("model_dir", None if model_dir.startswith("<") else model_dir,
+                      f"Folder of the runs' checkpoints, logs and results (default: "
+                      f"{model_dir}); rerunning resumes.")
+  if results_dir is not None:
+    flags.DEFINE_string("results_dir", None if results_dir.startswith("<") else results_dir,
+                        f"Where the results tables are written (default: {results_dir}).")
+  if export_dir is not None:
+    flags.DEFINE_string("export_dir", None, "Export folder: the serving SavedModel and the "
+                        f"adapter-only artifact (default: {export_dir}).")
+
+
+def _define(name, annotation, field, default):
+  """Defines flag `name` for a setting of type `annotation`."""
+  help_text = field.metadata[settings.HELP]
+  choices = field.metadata[settings.CHOICES]
+  kinds = set(typing.get_args(annotation) or (annotation,)) - {type(None)}
+  if choices:
+    flags.DEFINE_enum(name, default, list(choices), help_text)
+  elif kinds == {bool, str}:  # `residual_before_ln`: true, false or a position's name.
+    flags.DEFINE_string(name, None if default is None else str(default).lower(), help_text)
+  elif kinds == {bool}:
+    flags.DEFINE_bool(name, default, help_text)
+  elif kinds == {int}:
+    flags.DEFINE_integer(name, default, help_text)
+  elif kinds == {float}:
+    flags.DEFINE_float(name, default, help_text)
+  elif kinds == {str}:
+    flags.DEFINE_string(name, default, help_text)
+  elif typing.get_origin(annotation) is tuple:
+    flags.DEFINE_list(name, [str(value) for value in default], help_text)
+  else:
+    raise TypeError(f"No flag type for setting {name}: {annotation}.")
+
+
+def _flag_value(config_cls, path):
+  """The value of the flag of the setting at `path` of `config_cls`, as the config takes it."""
+  name = settings.flag_name(_field_at(config_cls, path))
+  value = flags.FLAGS[name].value
+  annotation = config_definitions.field_type(config_cls, path)
+  if typing.get_origin(annotation) is tuple:
+    try:
+      return [int(item) for item in value]
+    except ValueError:
+      raise errors.UsageError(f"--{name}={','.join(value)}: give comma-separated layer "
+                              f"indices, e.g. --{name}=0,1.") from None
+  if set(typing.get_args(annotation)) == {bool, str} and value in ("true", "false"):
+    return value == "true"
+  return value
+
+
+def _field_at(config_cls, path):
+  for name in path[:-1]:
+    config_cls = typing.get_type_hints(config_cls)[name]
+  return {field.name: field for field in dataclasses.fields(config_cls)}[path[-1]]
 
 
 def validate_number_list(name, parse, minimum, example):
@@ -90,11 +155,11 @@ def check_base(config):
   # Imported here: reading a handle loads TensorFlow Hub.
   from keras_adapters.hub import compatibility  # pylint: disable=g-import-not-at-top
   from keras_adapters.hub import hub_encoder  # pylint: disable=g-import-not-at-top
-  base = hub_encoder.read_hub_encoder(config.hub_handle)
-  compatibility.check_seq_length(config.max_seq_length, base.config)
+  base = hub_encoder.read_hub_encoder(config.model.hub_handle)
+  compatibility.check_seq_length(config.data.max_seq_length, base.config)
   compatibility.check_preprocessor(
-      compatibility.load_preprocessor(config.preprocess_handle), base.config,
-      encoder_tokenizer=base.tokenizer, handle=config.preprocess_handle)
+      compatibility.load_preprocessor(config.model.preprocess_handle), base.config,
+      encoder_tokenizer=base.tokenizer, handle=config.model.preprocess_handle)
 
 
 def create_strategy():
@@ -118,21 +183,47 @@ def _json_object(flag, text):
   return value
 
 
-def run_config_from_flags(**overrides):
-  """A `RunConfig` from the flags, with the embedded default model where none is named."""
+def _adapter_config_settings() -> Dict[str, Any]:
+  """`--adapter_config`'s fields as settings by flag name; a field whose own flag is given
+  too is refused."""
+  values = _json_object("adapter_config", flags.FLAGS.adapter_config) or {}
+  fields = {field.name: field for field in
+            dataclasses.fields(adapter_config_lib.AdapterConfig)}
+  unknown = sorted(set(values) - set(fields))
+  if unknown:
+    raise errors.UsageError(f"--adapter_config sets {unknown}, which AdapterConfig does not "
+                            f"have; it has {sorted(fields)}.")
+  named = {settings.flag_name(fields[name]): value for name, value in values.items()}
+  repeated = sorted(name for name in named if flags.FLAGS[name].present)
+  if repeated:
+    raise errors.UsageError(f"--adapter_config and {', '.join('--' + n for n in repeated)} "
+                            "both set the same fields: give each once.")
+  return named
+
+
+def run_config_from_flags(**overrides: Any) -> config_definitions.ExperimentConfig:
+  """The `ExperimentConfig` of the flags, with the embedded default model where none is named.
+
+  Args:
+    **overrides: Settings by flag name that replace the script's defaults (a budget such as
+      `--full`'s epochs); a config file or a flag given still overrides them.
+  """
   # Imported here: resolving the default converts the base model on first use.
   from keras_adapters.hub import default_model  # pylint: disable=g-import-not-at-top
   values = flags.FLAGS
-  config = dict(
-      hub_handle=values.hub_handle or default_model.default_hub_handle(),
-      preprocess_handle=values.preprocess_handle or default_model.default_preprocess_handle(),
-      tuning=values.tuning, top_k=values.top_k, adapter_size=values.adapter_size,
-      adapter_init_stddev=values.adapter_init_stddev, pooling=values.pooling,
-      learning_rate=values.learning_rate,
-      epochs=values.epochs, batch_size=values.batch_size, max_seq_length=values.max_seq_length,
-      seed=values.seed, weight_decay=values.weight_decay,
-      checkpoint_every_steps=values.checkpoint_every_steps, strategy=values.strategy,
-      tpu=values.tpu, mixed_precision=values.mixed_precision,
-      jit_compile=values.jit_compile, adapter_config=_json_object("adapter_config", values.adapter_config))
-  config.update(overrides)
-  return classification.RunConfig(**config)
+  tree = config_definitions.nested_settings(
+      {name: _flag_value(_TREE, path) for name, path in config_definitions.SETTINGS.items()
+       if not values[name].present} | overrides)
+  for path in values.config_file or ():
+    tree = config_definitions.override_dict(tree, path)
+  given = {name: _flag_value(_TREE, path) for name, path in config_definitions.SETTINGS.items()
+           if values[name].present}
+  tree = config_definitions.override_dict(
+      tree, config_definitions.nested_settings({**given, **_adapter_config_settings()}))
+  if values.params_override:
+    tree = config_definitions.override_dict(tree, values.params_override)
+  model = tree["model"]
+  model["hub_handle"] = model["hub_handle"] or default_model.default_hub_handle()
+  model["preprocess_handle"] = (model["preprocess_handle"]
+                                or default_model.default_preprocess_handle())
+  return config_definitions.ExperimentConfig.from_dict(tree)

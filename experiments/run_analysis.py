@@ -57,13 +57,9 @@ common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 flags.DEFINE_list("tasks", None,
                   "Tasks of --study=suite; default: every built-in task "
                   f"({', '.join(builtin_datasets.BUILTIN_TASKS)}).")
-flags.DEFINE_string("model_dir", None,
-                    "Folder of the runs; default: runs/analysis/<task>/<cpu|paper> for a "
-                    "study, runs (runs/<task>/<method>-seed<k>) for the suite.")
-flags.DEFINE_string("results_dir", None,
-                    "Default: results/<task> for a study (which writes analysis/<study>.json "
-                    "and .png there), results for the suite (which reads "
-                    "<task>/comparison.json and writes suite.json and suite.md there).")
+common_flags.define_output_flags(
+    "<runs/analysis/<task>/<cpu|paper> for a study, runs for the suite>",
+    results_dir="<results/<task> for a study, results for the suite>", export_dir=None)
 common_flags.define_run_flags(learning_rate=1e-3, epochs=studies.CPU_BUDGET.epochs)
 
 FLAGS = flags.FLAGS
@@ -90,7 +86,7 @@ def _budget():
 
 
 def _num_layers(config):
-  return hub_encoder.read_hub_encoder(config.hub_handle).config["num_layers"]
+  return hub_encoder.read_hub_encoder(config.model.hub_handle).config["num_layers"]
 
 
 def _note(task):
@@ -129,7 +125,7 @@ def _run_study(config, budget):
 def _ablate(summary, summary_path, spec, splits, config, model_dir, num_layers):
   (run,) = summary["runs"]
   artifact = os.path.join(model_dir, run["name"], "export", "adapters")
-  preprocessor = compatibility.load_preprocessor(config.preprocess_handle)
+  preprocessor = compatibility.load_preprocessor(config.model.preprocess_handle)
   evaluated = splits[studies.EVAL_SPLIT]
 
   def score(model):
@@ -139,7 +135,7 @@ def _ablate(summary, summary_path, spec, splits, config, model_dir, num_layers):
 
   return studies.run_ablation(
       summary, summary_path, num_layers,
-      lambda: saving.load_task_model(artifact, base_handle=config.hub_handle), score)
+      lambda: saving.load_task_model(artifact, base_handle=config.model.hub_handle), score)
 
 
 def _run_suite(config, budget):
@@ -153,12 +149,12 @@ def _run_suite(config, budget):
     # A comparison missing a method is completed on its own recorded budget; the methods it
     # has keep their rows.
     recorded = comparison if comparison and "epochs" in comparison else None
-    task_config = config if recorded is None else dataclasses.replace(
-        config, epochs=recorded["epochs"], max_seq_length=recorded["max_seq_length"],
+    task_config = config if recorded is None else config.replace(
+        epochs=recorded["epochs"], max_seq_length=recorded["max_seq_length"],
         batch_size=recorded["batch_size"])
-    FLAGS.task = task  # task_flags reads the task, its split and its subset from the flags.
     spec, splits = task_flags.load_splits(
-        model_dir, recorded["train_examples"] if recorded else budget.max_train_examples)
+        model_dir, recorded["train_examples"] if recorded else budget.max_train_examples,
+        task=task)
     return method_comparison.compare_methods(
         spec, dict(train=splits["train"], test=splits["test"]), task_config,
         suite_lib.missing_methods(comparison), seeds, os.path.join(model_dir, task),

@@ -22,6 +22,7 @@ from absl import app
 from absl import flags
 
 from experiments import cli
+from experiments import common_flags
 from experiments import task_flags
 from keras_adapters.baselines import automl
 from keras_adapters.baselines import embeddings
@@ -49,15 +50,7 @@ flags.DEFINE_float("max_epochs", search_space.DEFAULT_MAX_EPOCHS,
                    "largest 'number of training samples'; also Hyperband's budget).")
 flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 flags.DEFINE_integer("seed", 0, "Seed of the oracle, the trials and the floor.")
-flags.DEFINE_string("model_dir", None,
-                    "Folder of the search (resumed when rerun), its results.json and the "
-                    "export; default: runs/automl/<task>.")
-flags.DEFINE_string("export_dir", None,
-                    "Where the best model is exported (strings in, probabilities out); "
-                    "default: <model_dir>/export.")
-flags.DEFINE_string("results_dir", None,
-                    "Where the rows are merged into comparison.json/.md and each method's "
-                    "results are written; default: results/<task>.")
+common_flags.define_output_flags("<runs/automl/<task>>", results_dir="<results/<task>>")
 
 FLAGS = flags.FLAGS
 

@@ -38,12 +38,7 @@ flags.DEFINE_list("methods", None,
                   "--seeds and write a results table, instead of one run set by --tuning.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 common_flags.validate_number_list("seeds", int, 0, "0,1,2")
-flags.DEFINE_string("model_dir", "runs/classification",
-                    "Folder of checkpoints, logs and results; rerunning resumes.")
-flags.DEFINE_string("results_dir", None,
-                    "Where a comparison writes comparison.json/.md; default: results/<task>.")
-flags.DEFINE_string("export_dir", None,
-                    "Export folder (SavedModel + adapters); default: <model_dir>/export.")
+common_flags.define_output_flags("runs/classification", results_dir="<results/<task>>")
 common_flags.define_run_flags(learning_rate=1e-3, epochs=2.0)
 
 FLAGS = flags.FLAGS
@@ -71,7 +66,7 @@ def main(argv):
         f"classes {list(spec.label_names)}")
 
   if FLAGS.methods:
-    num_layers = hub_encoder.read_hub_encoder(config.hub_handle).config["num_layers"]
+    num_layers = hub_encoder.read_hub_encoder(config.model.hub_handle).config["num_layers"]
     results_dir = FLAGS.results_dir or os.path.join("results", spec.name)
     # The table reports the test split; validation is only for choosing settings.
     summary = method_comparison.compare_methods(

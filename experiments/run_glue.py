@@ -48,11 +48,7 @@ flags.DEFINE_string("data_dir", None,
 flags.DEFINE_string("tfds_data_dir", None,
                     "TFDS data_dir holding glue/<task> prepared by `tfds build`; instead of "
                     "--data_dir.")
-flags.DEFINE_string("model_dir", "runs/glue",
-                    "Root of the runs, the submission and the results; rerunning resumes.")
-flags.DEFINE_string("export_dir", None,
-                    "If set, each task's model is exported to <export_dir>/<task>/saved_model "
-                    "and <export_dir>/<task>/adapters.")
+common_flags.define_output_flags("runs/glue", export_dir="none; each task to <export_dir>/<task>")
 flags.DEFINE_bool("sweep", False,
                   "Run the grid of the --sweep_* flags per task and select on validation; "
                   "they replace --learning_rate, --epochs, --adapter_size and --seed.")

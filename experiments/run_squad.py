@@ -40,6 +40,7 @@ from keras_adapters.hub import hub_encoder
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
 from keras_adapters.analysis import method_comparison
+from keras_adapters.analysis import squad_schedule
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
 
@@ -52,33 +53,24 @@ flags.DEFINE_string("predict_file", None,
 flags.DEFINE_string("tfds_data_dir", None,
                     "TFDS data_dir holding squad/v1.1 prepared by `tfds build`; instead of the "
                     "files.")
-flags.DEFINE_string("model_dir", "runs/squad",
-                    "Folder of checkpoints, logs, predictions and results; rerunning resumes.")
-flags.DEFINE_string("export_dir", None,
-                    "Export folder (QA SavedModel + adapters); default: <model_dir>/export "
-                    "(with --methods, always <model_dir>/<method>/export).")
+common_flags.define_output_flags(
+    "runs/squad", results_dir="results/squad",
+    export_dir="<model_dir>/export; with --methods, always <model_dir>/<method>/export")
 flags.DEFINE_string("feature_cache_dir", None,
                     "Cache of the windows of each data file; default: <cache>/squad_features "
                     "($KERAS_ADAPTERS_CACHE, else ~/.cache/keras_adapters).")
-flags.DEFINE_integer("doc_stride", 128, "Tokens between consecutive windows over a context.")
-flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
-flags.DEFINE_integer("n_best_size", 20,
-                     "Best starts and ends searched per window; answers in "
-                     "nbest_predictions.json.")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in wordpieces.")
-flags.DEFINE_integer("max_train_examples", 20000,
-                     "Train on a seeded subset of this many training questions (0 = all).")
-flags.DEFINE_integer("max_eval_examples", 0,
-                     "Evaluate on a seeded subset of this many questions (0 = all).")
 flags.DEFINE_bool("full", False,
                   "Every training question, 3 epochs (unless --epochs is given).")
+flags.DEFINE_bool("paper_schedule", False,
+                  "Each method at its own schedule, as the paper: search epochs and learning "
+                  "rates on held-out training questions, then train each method's best on "
+                  "the --max_train_examples budget and score it on the dev set; writes "
+                  "<results_dir>/schedule_search.json and paper_schedule.{json,md}.")
 flags.DEFINE_list("methods", None,
                   f"Run these methods ({', '.join(method_comparison.METHODS)}) at the same "
                   "budget and write the results table, instead of one run set by --tuning.")
-flags.DEFINE_string("results_dir", "results/squad",
-                    "Where --methods writes squad_results.json and squad_results.md.")
-common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0)
-flags.FLAGS.set_default("max_seq_length", 384)
+common_flags.define_settings_flags(question_answering.SquadConfig, max_train_examples=20000)
+common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0, max_seq_length=384)
 
 FLAGS = flags.FLAGS
 
@@ -91,16 +83,19 @@ _SQUAD_LEARNING_RATES = {"full": 1e-4}
 
 
 def load_data():
-  """The checked training and evaluation data, from the flags."""
+  """The checked training and evaluation data, from the flags; with --holdout_questions the
+  evaluation data is the training file itself (its held-out questions are scored)."""
+  splits = ("train", "train" if FLAGS.holdout_questions else "dev")
   if FLAGS.tfds_data_dir:
     json_dir = os.path.join(_feature_cache_dir(), "tfds")
     return tuple(squad.read_squad_tfds(FLAGS.tfds_data_dir, split, json_dir,
-                                       training=split == "train")
-                 for split in ("train", "dev"))
-  return (squad.read_squad_file(FLAGS.train_file or squad.builtin_squad_file("train"),
-                                training=True),
-          squad.read_squad_file(FLAGS.predict_file or squad.builtin_squad_file("dev"),
-                                training=False))
+                                       training=role == 0)
+                 for role, split in enumerate(splits))
+  train_file = FLAGS.train_file or squad.builtin_squad_file("train")
+  files = dict(train=train_file,
+               dev=FLAGS.predict_file or squad.builtin_squad_file("dev"))
+  return tuple(squad.read_squad_file(files[split], training=role == 0)
+               for role, split in enumerate(splits))
 
 
 def _feature_cache_dir():
@@ -108,35 +103,47 @@ def _feature_cache_dir():
 
 
 def _squad_config():
-  return question_answering.SquadConfig(
-      doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-      n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
-      max_train_examples=0 if FLAGS.full else FLAGS.max_train_examples,
-      max_eval_examples=FLAGS.max_eval_examples)
+  return common_flags.settings_from_flags(
+      question_answering.SquadConfig, **({"max_train_examples": 0} if FLAGS.full else {}))
 
 
-def _run(train, dev, config, squad_config, model_dir, export_dir):
+def _run(train, dev, config, squad_config, model_dir, export_dir=None):
   """One run; prints and returns its results."""
   results = question_answering.run_squad(train, dev, config, squad_config, model_dir,
-                                   feature_cache_dir=_feature_cache_dir(),
-                                   export_dir=export_dir)
+                                         feature_cache_dir=_feature_cache_dir(),
+                                         export_dir=export_dir)
   metrics, parameters = results["metrics"], results["parameters"]
-  print(f"{config.tuning}: exact_match {metrics['exact_match']:.2f}, f1 {metrics['f1']:.2f} "
-        f"on {results['eval_questions']:,} questions; trained {parameters['trainable']:,} "
-        f"parameters ({parameters['trainable_percent_of_base']:.2f}% of the base) on "
-        f"{results['train_questions']:,} questions in {results['train_seconds'] / 60:.1f} "
-        f"min; wrote {model_dir}/predictions.json and eval_results.json; exported "
-        f"{export_dir}/saved_model and {export_dir}/adapters.")
+  exported = (f"; exported {export_dir}/saved_model and {export_dir}/adapters" if export_dir
+              else "")
+  print(f"{config.model.adapter.tuning}: exact_match {metrics['exact_match']:.2f}, f1 "
+        f"{metrics['f1']:.2f} on {results['eval_questions']:,} questions; trained "
+        f"{parameters['trainable']:,} parameters ({parameters['trainable_percent_of_base']:.2f}% "
+        f"of the base) on {results['train_questions']:,} questions in "
+        f"{results['train_seconds'] / 60:.1f} min; wrote {model_dir}/predictions.json and "
+        f"eval_results.json{exported}.")
   return results
+
+
+def run_paper_schedule(train, dev, config, squad_config):
+  """The search, then each method's selected schedule; writes and returns the table."""
+  num_layers = hub_encoder.read_hub_encoder(config.model.hub_handle).config["num_layers"]
+  search = squad_schedule.run_search(train, config, squad_config, num_layers, FLAGS.model_dir,
+                                     FLAGS.results_dir, run_squad=_run)
+  selected = squad_schedule.run_selected(train, dev, config, squad_config, search, num_layers,
+                                         FLAGS.model_dir, FLAGS.results_dir, run_squad=_run)
+  table = squad_schedule.markdown(
+      selected, search, atomic_io.read_json(os.path.join(FLAGS.results_dir, RESULTS_JSON)))
+  atomic_io.write_text(os.path.join(FLAGS.results_dir, squad_schedule.SELECTED_MARKDOWN), table)
+  return table
 
 
 def run_methods(train, dev, base_config, squad_config):
   """Runs each of --methods in `<model_dir>/<method>`; writes and returns the results table."""
-  num_layers = hub_encoder.read_hub_encoder(base_config.hub_handle).config["num_layers"]
+  num_layers = hub_encoder.read_hub_encoder(base_config.model.hub_handle).config["num_layers"]
   results_path = os.path.join(FLAGS.results_dir, RESULTS_JSON)
   table = atomic_io.read_json(results_path) or {}
   # Before the first run: rows of other data or another budget are never replaced or mixed.
-  identity = _table_identity(dict(config=dataclasses.asdict(base_config),
+  identity = _table_identity(dict(config=base_config.settings(),
                                   squad=dataclasses.asdict(squad_config),
                                   train_file_sha256=train.sha256,
                                   evaluation=dict(eval_file_sha256=dev.sha256)))
@@ -145,7 +152,7 @@ def run_methods(train, dev, base_config, squad_config):
   for method in FLAGS.methods:
     config = method_comparison.method_config(base_config, method, num_layers)
     if method in _SQUAD_LEARNING_RATES:
-      config = dataclasses.replace(config, learning_rate=_SQUAD_LEARNING_RATES[method])
+      config = config.replace(learning_rate=_SQUAD_LEARNING_RATES[method])
     model_dir = os.path.join(FLAGS.model_dir, method)
     table[method] = _run(train, dev, config, squad_config, model_dir,
                          os.path.join(model_dir, "export"))
@@ -174,6 +181,12 @@ def main(argv):
   common_flags.create_strategy()
   if FLAGS.tfds_data_dir and (FLAGS.train_file or FLAGS.predict_file):
     raise app.UsageError("Give --tfds_data_dir or --train_file/--predict_file, not both.")
+  if FLAGS.paper_schedule and (FLAGS.methods or FLAGS.holdout_questions):
+    raise app.UsageError("--paper_schedule runs its own methods and holds out its own "
+                         "questions: leave out --methods and --holdout_questions.")
+  if FLAGS.holdout_questions and FLAGS.predict_file:
+    raise app.UsageError("--holdout_questions scores held-out training questions in place of "
+                         "--predict_file: give one of them.")
   if FLAGS["pooling"].present:
     raise app.UsageError("--pooling does not apply to SQuAD: the span head reads every token.")
   unknown = sorted(set(FLAGS.methods or ()) - set(method_comparison.METHODS))
@@ -184,11 +197,13 @@ def main(argv):
   config = common_flags.run_config_from_flags(**overrides)
   common_flags.check_base(config)
   squad_config = _squad_config()
-  squad_config.window_settings(config.max_seq_length)
+  squad_config.window_settings(config.data.max_seq_length)
   train, dev = load_data()
   print(f"SQuAD v1.1: training {train.source} ({len(train):,} questions), evaluating "
         f"{dev.source} ({len(dev):,} questions)")
-  if FLAGS.methods:
+  if FLAGS.paper_schedule:
+    print(run_paper_schedule(train, dev, config, squad_config))
+  elif FLAGS.methods:
     print(question_answering.results_markdown(run_methods(train, dev, config, squad_config)))
     print(f"Results: {os.path.join(FLAGS.results_dir, RESULTS_JSON)} and {RESULTS_MARKDOWN}")
   else:

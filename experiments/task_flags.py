@@ -72,13 +72,14 @@ def task_name():
   return FLAGS.task
 
 
-def load_splits(model_dir, max_train_examples):
+def load_splits(model_dir, max_train_examples, task=None):
   """The task spec and its train/validation/test splits, as recorded in the manifest.
 
   Args:
     model_dir: Where the manifest of a `--data_path` or `--train_file` task goes without
       `--split_manifest`.
     max_train_examples: Keep a fixed subset of this many training examples (0 = all).
+    task: A built-in task to read in place of the flags' data (`--task`, `--data_path`, ...).
 
   Returns:
     The spec and a dict with the "train", "validation" and "test" examples.
@@ -88,7 +89,10 @@ def load_splits(model_dir, max_train_examples):
       --task.
   """
   local_manifest = FLAGS.split_manifest or os.path.join(model_dir, "split.json")
-  if any(FLAGS[name].value for name in _SPLIT_FILE_FLAGS):
+  if task is not None:
+    spec, splits = builtin_datasets.split_builtin_task(
+        task, os.path.join(_SPLITS_DIR, f"{task}.json"))
+  elif any(FLAGS[name].value for name in _SPLIT_FILE_FLAGS):
     spec, examples, given = _read_split_files()
     splits = splits_lib.split_with_manifest(local_manifest, spec, examples, given=given)
   elif FLAGS.data_path:

@@ -194,7 +194,7 @@ class CliErrorsTest(tf.test.TestCase):
     verbose = self.results["verbose"]
     self.assertNotEqual(verbose.returncode, 0)
     self.assertIn("Traceback (most recent call last)", verbose.stderr)
-    self.assertIn("ValueError: epochs=nan: must be positive and finite.", verbose.stderr)
+    self.assertIn("UsageError: epochs=nan: must be positive and finite.", verbose.stderr)
 
   def test_reruns_return_the_same_run_or_refuse_other_settings(self):
     reruns = self.results["reruns"]

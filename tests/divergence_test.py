@@ -12,6 +12,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
@@ -82,7 +83,7 @@ class DivergenceTest(tf.test.TestCase):
                                 r"model_dir=<folder>"):
       classification.run_task(spec, splits, testing.run_config(learning_rate=1e6), model_dir,
                            progress_bar=False)
-    self.assertFalse(os.path.exists(os.path.join(model_dir, classification.RESULTS_FILE)))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_records.RESULTS_FILE)))
     self.assertFalse(os.path.exists(os.path.join(model_dir, trainer.COMPLETION_MARKER)))
 
 

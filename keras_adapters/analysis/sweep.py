@@ -16,18 +16,22 @@ lucky seed cannot win on its own; the best seed of the chosen setting is exporte
 
 import dataclasses
 import itertools
+import json
 import os
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 
+from keras_adapters.core import run_records
+from keras_adapters.core import config_definitions
+from keras_adapters.core import grid as grid_lib
 from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.training import trainer
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 
 SWEEP_JSON = "sweep.json"
 SWEEP_MARKDOWN = "sweep.md"
@@ -44,10 +48,6 @@ _TRIAL_FACTS = ("parameters", "train_examples", "num_train_steps", "train_second
 RunFn = Callable[..., Mapping[str, Any]]
 
 
-class ConfigMismatchError(ValueError):
-  """A run folder holds a finished run of another config."""
-
-
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
   """What `run_sweep` returns.
@@ -61,8 +61,49 @@ class SweepResult:
   best: Mapping[str, Any]
 
 
-def expand_grid(base_config: classification.RunConfig,
-                grid: Mapping[str, Sequence[Any]]) -> List[classification.RunConfig]:
+# Run configs are read and made here only, for every analysis runner: elsewhere the runners
+# read settings by name from flat dicts, as a run's results record them under "config".
+
+
+def settings_of(config: config_definitions.ExperimentConfig) -> Dict[str, Any]:
+  """A run config's settings as a flat dict by name (what results record under "config")."""
+  return config.settings()
+
+
+def with_settings(config: config_definitions.ExperimentConfig,
+                  **settings: Any) -> config_definitions.ExperimentConfig:
+  """`config` with the named settings changed (and checked)."""
+  return config.replace(**settings)
+
+
+def recorded_settings(recorded: Mapping[str, Any], names: Iterable[str]) -> Dict[str, Any]:
+  """The settings `names` of a recorded config (a results record's or a table's "config"):
+  one added since it was written reads as the value every run had then."""
+  upgraded = run_records.recorded_settings(recorded)
+  return {name: upgraded.get(name) for name in names}
+
+
+def check_run_dirs(spec: examples_lib.TaskSpec,
+                   splits: Mapping[str, examples_lib.TextExamples],
+                   runs: Iterable[Tuple[config_definitions.ExperimentConfig, str]]) -> None:
+  """Refuses, before any of them trains, runs whose folder holds a run with other settings.
+
+  Args:
+    spec: The task.
+    splits: The splits the runs are given.
+    runs: (config, run folder) of every run; folders that do not exist yet pass.
+
+  Raises:
+    run_records.RunSettingsError: A folder's `run.json` records other settings (the run
+      driver's check, `classification.check_run_dir`).
+  """
+  for config, run_dir in runs:
+    if tf.io.gfile.isdir(run_dir):
+      classification.check_run_dir(spec, splits, config, run_dir)
+
+
+def expand_grid(base_config: config_definitions.ExperimentConfig,
+                grid: Mapping[str, Sequence[Any]]) -> List[config_definitions.ExperimentConfig]:
   """Returns one config per grid point, the first field varying slowest.
 
   Args:
@@ -80,7 +121,7 @@ def expand_grid(base_config: classification.RunConfig,
   if not grid:
     raise ValueError("The grid is empty: give at least one RunConfig field and its values, "
                      "e.g. {'learning_rate': [3e-4, 3e-3]}.")
-  valid = [field.name for field in dataclasses.fields(classification.RunConfig)]
+  valid = list(settings_of(base_config))
   for field, values in grid.items():
     if field not in valid:
       raise ValueError(f"The grid names {field!r}, which is not a RunConfig field; valid "
@@ -91,17 +132,19 @@ def expand_grid(base_config: classification.RunConfig,
     if len(set(values)) != len(values):
       raise ValueError(f"The grid gives {field!r} a value twice: {list(values)}; each point "
                        "would run twice in one folder.")
-  configs = [dataclasses.replace(base_config, **dict(zip(grid, point)))
+  configs = [with_settings(base_config, **dict(zip(grid, point)))
              for point in itertools.product(*grid.values())]
-  if len(set(configs)) != len(configs):
+  if len({json.dumps(settings_of(config), sort_keys=True, default=str)
+          for config in configs}) != len(configs):
     raise ValueError(
-        f"Different grid points give the same config: with tuning={base_config.tuning!r} some "
+        f"Different grid points give the same config: with "
+        f"tuning={settings_of(base_config)['tuning']!r} some "
         f"of {', '.join(grid)} are ignored (adapter_size needs tuning='adapters', top_k "
         "tuning='top_k'). Drop those fields from the grid.")
   return configs
 
 
-def trial_name(config: classification.RunConfig, grid_fields: Sequence[str]) -> str:
+def trial_name(config: config_definitions.ExperimentConfig, grid_fields: Sequence[str]) -> str:
   """Returns a readable, file-system-safe folder name for one grid point.
 
   Args:
@@ -113,7 +156,8 @@ def trial_name(config: classification.RunConfig, grid_fields: Sequence[str]) -> 
     ".0", other floats in their shortest exact form, characters outside `[A-Za-z0-9._+-]` of
     string values replaced by "_".
   """
-  return ",".join(f"{field}={_format_value(getattr(config, field))}" for field in grid_fields)
+  settings = settings_of(config)
+  return ",".join(f"{field}={_format_value(settings[field])}" for field in grid_fields)
 
 
 def _format_value(value) -> str:
@@ -124,40 +168,9 @@ def _format_value(value) -> str:
   return _UNSAFE_CHARACTERS.sub("_", text)
 
 
-def check_run_config(results: Mapping[str, Any], config: classification.RunConfig,
-                     model_dir: str) -> None:
-  """Checks that results a run folder returned were recorded for `config`.
-
-  `run_task` returns a finished folder's results whatever config it is given, so a rerun with
-  changed flags in the same folder would otherwise silently report the old run.
-
-  Args:
-    results: What the run returned; `results["config"]` is the config it was recorded with.
-    config: The config asked for.
-    model_dir: The run's folder, for the message.
-
-  Raises:
-    ConfigMismatchError: A field that changes what is learnt differs; the message names the
-      fields.
-  """
-  changed = _changed_fields(results, config)
-  if changed:
-    raise ConfigMismatchError(
-        f"{model_dir} holds a finished run with another config: {'; '.join(changed)}. Use a "
-        "fresh model_dir for the new config, or the old values to reuse the run.")
-
-
-def _changed_fields(results: Mapping[str, Any], config: classification.RunConfig) -> List[str]:
-  recorded = results["config"]
-  return [f"{field} (recorded {classification.recorded_setting(recorded, field)!r}, asked "
-          f"{value!r})" for field, value in dataclasses.asdict(config).items()
-          if field not in classification.EXECUTION_FIELDS
-          and classification.recorded_setting(recorded, field) != value]
-
-
 def rerun_finished(spec: examples_lib.TaskSpec,
                    splits: Mapping[str, examples_lib.TextExamples],
-                   config: classification.RunConfig,
+                   config: config_definitions.ExperimentConfig,
                    run_dir: str,
                    rerun_dir: str,
                    export_dir: Optional[str] = None,
@@ -175,21 +188,29 @@ def rerun_finished(spec: examples_lib.TaskSpec,
     splits: The run's training split and the splits to score or predict.
     config: The run's config.
     run_dir: The finished run's folder.
-    rerun_dir: The folder of the rerun. One that already holds a finished rerun of this config
-      with this `export_dir` is reused; any other content is replaced.
+    rerun_dir: The folder of the rerun. One that already holds a finished rerun of this run
+      (the same `run.json`) with this `export_dir` is reused; any other content is replaced.
     export_dir: If set, receives `saved_model/` and `adapters/`.
     run_fn: Runs one config (`classification.run_task`; replaceable in tests).
 
   Returns:
     The rerun's results.
   """
-  results = atomic_io.read_json(os.path.join(rerun_dir, classification.RESULTS_FILE))
+  results = atomic_io.read_json(os.path.join(rerun_dir, run_records.RESULTS_FILE))
   # Compared rather than trusted: a resumed sweep may since have chosen another trial.
   if (results is not None and results.get("export_dir") == export_dir
-      and not _changed_fields(results, config)):
+      and _same_run(run_dir, rerun_dir)):
     return results
   _copy_run(run_dir, rerun_dir)
   return run_fn(spec, splits, config, rerun_dir, export_dir=export_dir, progress_bar=False)
+
+
+def _same_run(run_dir: str, rerun_dir: str) -> bool:
+  """Whether `rerun_dir` is a copy of the run in `run_dir`: their `run.json` (what defines a
+  run, copied with its checkpoints) are one."""
+  recorded = atomic_io.read_json(os.path.join(rerun_dir, run_records.RUN_FILE))
+  return recorded is not None and recorded == atomic_io.read_json(
+      os.path.join(run_dir, run_records.RUN_FILE))
 
 
 def _copy_run(run_dir: str, rerun_dir: str) -> None:
@@ -203,7 +224,7 @@ def _copy_run(run_dir: str, rerun_dir: str) -> None:
       continue
     tf.io.gfile.makedirs(os.path.join(rerun_dir, inside))
     for name in files:
-      if (inside, name) != ("", classification.RESULTS_FILE):
+      if (inside, name) != ("", run_records.RESULTS_FILE):
         tf.io.gfile.copy(os.path.join(folder, name), os.path.join(rerun_dir, inside, name))
 
 
@@ -221,7 +242,7 @@ def selection_split_for(splits: Mapping[str, examples_lib.TextExamples]) -> str:
 
 def run_sweep(spec: examples_lib.TaskSpec,
               splits: Mapping[str, examples_lib.TextExamples],
-              base_config: classification.RunConfig,
+              base_config: config_definitions.ExperimentConfig,
               grid: Mapping[str, Sequence[Any]],
               root_dir: str,
               export_best_dir: Optional[str] = None,
@@ -229,11 +250,13 @@ def run_sweep(spec: examples_lib.TaskSpec,
               selection_split: Optional[str] = None) -> SweepResult:
   """Runs every grid point, selects the best on validation, records and exports it.
 
-  Trial `name` (see `trial_name`) runs in `<root_dir>/<name>`; `run_fn`, like `run_task`,
-  returns a finished folder's recorded results at once, so rerunning an interrupted sweep
-  trains only the trials that had not finished. Trials see the labelled splits only: the
-  unlabelled ones (a GLUE test set) are predicted by the chosen trial alone, in its rerun in
-  `<root_dir>/best` (see `rerun_finished`), which also exports it.
+  Trial `name` (see `trial_name`) runs in `<root_dir>/<name>`, a point of a `core.grid`
+  whose records are the trials' folders: `run_fn`, like `run_task`, returns a finished
+  folder's recorded results at once, so rerunning an interrupted sweep trains only the trials
+  that had not finished (a folder holding a run of other settings is refused before any
+  trains). Trials see the labelled splits only: the unlabelled ones (a GLUE test set) are
+  predicted by the chosen trial alone, in its rerun in `<root_dir>/best` (see
+  `rerun_finished`), which also exports it. `sweep.json` records every trial and the choice.
 
   Selection uses the first metric of `spec` on `selection_split` (all GLUE metrics are
   better when higher). Trials that differ only in `seed` form one setting: the setting with
@@ -257,7 +280,8 @@ def run_sweep(spec: examples_lib.TaskSpec,
 
   Raises:
     ValueError: A bad grid (see `expand_grid`) or no labelled selection split.
-    ConfigMismatchError: A trial folder holds a finished run of another config.
+    run_records.RunSettingsError: A trial's folder holds a run with other settings
+      (checked for every trial before the first trains).
   """
   configs = expand_grid(base_config, grid)
   selection_split = selection_split or selection_split_for(splits)
@@ -267,29 +291,32 @@ def run_sweep(spec: examples_lib.TaskSpec,
   labelled = {name: split for name, split in splits.items() if split.labels is not None}
   metric = spec.metrics[0]
   setting_fields = [field for field in grid if field != _SEED]
-  trials, results = [], []
-  for number, config in enumerate(configs, start=1):
-    name = trial_name(config, list(grid))
-    model_dir = os.path.join(root_dir, name)
-    trial_results = run_fn(spec, labelled, config, model_dir, progress_bar=False)
-    check_run_config(trial_results, config, model_dir)
-    score = trial_results["metrics"][selection_split][metric]
-    logging.info("Trial %d/%d %s: %s %s %.4f", number, len(configs), name, selection_split,
-                 metric, score)
-    trials.append(dict(name=name, setting=trial_name(config, setting_fields),
-                       config=dataclasses.asdict(config), score=score,
-                       metrics=trial_results["metrics"],
-                       **{fact: trial_results[fact] for fact in _TRIAL_FACTS}))
-    results.append(trial_results)
+  points = [grid_lib.Point(trial_name(config, list(grid)), config) for config in configs]
+  check_run_dirs(spec, labelled, [(point.settings, os.path.join(root_dir, point.key))
+                                  for point in points])
+  results = {}
 
+  def run_trial(point):
+    config, name = point.settings, point.key
+    results[name] = run_fn(spec, labelled, config, os.path.join(root_dir, name),
+                           progress_bar=False)
+    score = results[name]["metrics"][selection_split][metric]
+    logging.info("Trial %d/%d %s: %s %s %.4f", points.index(point) + 1, len(points), name,
+                 selection_split, metric, score)
+    return dict(name=name, setting=trial_name(config, setting_fields),
+                config=settings_of(config), score=score, metrics=results[name]["metrics"],
+                **{fact: results[name][fact] for fact in _TRIAL_FACTS})
+
+  # The trials' records are their folders' results: the sweep resumes from them.
+  trials = list(grid_lib.run(points, run_trial).values())
   settings = {}
   for index, trial in enumerate(trials):
     settings.setdefault(trial["setting"], []).append(index)
-  means = {setting: float(np.mean([trials[i]["score"] for i in indices]))
+  means = {setting: grid_lib.aggregate([trials[i]["score"] for i in indices])["mean"]
            for setting, indices in settings.items()}
   best_setting = max(settings, key=means.get)
   best = max(settings[best_setting], key=lambda index: trials[index]["score"])
-  best_results = results[best]
+  best_results = results[trials[best]["name"]]
   # Predicting a test set costs like scoring a validation set, and only the chosen model's
   # predictions are used, so trials skipped the unlabelled splits.
   if export_best_dir or len(labelled) < len(splits):
@@ -302,7 +329,7 @@ def run_sweep(spec: examples_lib.TaskSpec,
       metrics=list(spec.metrics),
       evaluation_splits=[name for name in labelled if name != "train"],
       grid={field: list(values) for field, values in grid.items()},
-      averaged_over_seeds=_SEED in grid, base_config=dataclasses.asdict(base_config),
+      averaged_over_seeds=_SEED in grid, base_config=settings_of(base_config),
       trials=trials,
       settings=[dict(name=setting, trials=[trials[i]["name"] for i in indices],
                      scores=[trials[i]["score"] for i in indices], mean_score=means[setting])
@@ -310,6 +337,8 @@ def run_sweep(spec: examples_lib.TaskSpec,
       choice=dict(setting=best_setting, mean_score=means[best_setting],
                   trial=trials[best]["name"], score=trials[best]["score"],
                   config=trials[best]["config"], export_dir=export_best_dir))
+  # Beside the runs, with their folders as they are (the best trial's results name them).
+  summary = provenance.stamped(summary)
   atomic_io.write_json(os.path.join(root_dir, SWEEP_JSON), summary)
   atomic_io.write_text(os.path.join(root_dir, SWEEP_MARKDOWN), markdown_table(summary))
   return SweepResult(summary=summary, best=best_results)

@@ -1,44 +1,56 @@
 """Tests for sweep: grid expansion, trial names, selection, records, resumption and export.
 
-`run_fn` is replaced by a fake that keeps `classification.run_task`'s contract (a folder holding
-results.json returns them without training) and leaves checkpoint-like files behind, so no
-model is built or trained here.
+`run_fn` is replaced by a fake that keeps `classification.run_task`'s contract (a folder
+records its run in run.json, refuses another run, and returns the results.json it holds
+without training) and leaves checkpoint-like files behind, so no model is built or trained
+here; the base encoder is not read either (its fingerprint is a stand-in).
 """
 
-import dataclasses
 import json
 import os
 import re
+import types
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from keras_adapters.data import examples as examples_lib
 from keras_adapters.analysis import sweep
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.hub import hub_encoder
 from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 
 _SPEC = examples_lib.TaskSpec(name="toy", text_fields=("text",), label_names=("a", "b"),
                               metrics=("f1", "accuracy"))
-# What a finished training leaves in its folder besides results.json.
+# What a finished training leaves in its folder besides run.json and results.json.
 _TRAINING_FILES = ("checkpoint", "ckpt-1.index", "ckpt-1.data-00000-of-00001",
                    "training_complete.json")
+# The fingerprint of the stand-in base encoder.
+_BASE = "sha256:base"
+
+
+def _without_provenance(summary):
+  return {key: value for key, value in summary.items() if key != provenance.KEY}
 
 
 def _examples(n, labelled=True):
   return examples_lib.TextExamples(ids=[str(i) for i in range(n)],
                                    texts=([f"w{i}" for i in range(n)],),
-                                   labels=np.zeros(n, np.int32) if labelled else None)
+                                   labels=np.arange(n, dtype=np.int32) % 2 if labelled else None)
 
 
 _SPLITS = dict(train=_examples(10), validation=_examples(3), test=_examples(4, labelled=False))
 
 
 def _base_config(**overrides):
-  return classification.RunConfig(**{**dict(hub_handle="/nowhere/encoder",
-                                         preprocess_handle="/nowhere/preprocess", epochs=2.0,
-                                         batch_size=8, max_seq_length=16), **overrides})
+  return config_definitions.ExperimentConfig.from_settings(**{
+      **dict(hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/preprocess",
+             epochs=2.0, batch_size=8, max_seq_length=16), **overrides})
 
 
 class _FakeRun:
@@ -51,7 +63,8 @@ class _FakeRun:
 
   def __call__(self, spec, splits, config, model_dir, export_dir=None, progress_bar=True):
     self.calls += 1
-    results_path = os.path.join(model_dir, classification.RESULTS_FILE)
+    classification.check_run_dir(spec, splits, config, model_dir)
+    results_path = os.path.join(model_dir, run_records.RESULTS_FILE)
     if os.path.isfile(results_path):
       with open(results_path, encoding="utf-8") as f:
         return json.load(f)
@@ -59,16 +72,18 @@ class _FakeRun:
     self.trainings.append(dict(model_dir=model_dir, config=config, export_dir=export_dir,
                                files=sorted(os.listdir(model_dir)), splits=list(splits),
                                progress_bar=progress_bar))
+    atomic_io.write_json(os.path.join(model_dir, run_records.RUN_FILE),
+                         classification.ClassificationTask(spec, splits, config).definition())
     os.makedirs(os.path.join(model_dir, "summaries"), exist_ok=True)
     for name in _TRAINING_FILES:
       atomic_io.write_text(os.path.join(model_dir, name), name)
     results = dict(
-        task=spec.name, config=dataclasses.asdict(config),
+        task=spec.name, config=config.settings(),
         metrics={split: dict(f1=score, accuracy=1.0 - score)
                  for split, score in self.score_fn(config).items()},
-        predictions={name: dict(ids=list(split.ids), values=[config.seed] * len(split))
+        predictions={name: dict(ids=list(split.ids), values=[config.trainer.seed] * len(split))
                      for name, split in splits.items() if split.labels is None},
-        parameters=dict(trainable=1000 + (config.adapter_size or 0), total=10**6,
+        parameters=dict(trainable=1000 + (config.model.adapter.adapter_size or 0), total=10**6,
                         trainable_percent_of_base=0.5),
         train_examples=len(splits["train"]), num_train_steps=4, train_seconds=2.0,
         seconds_per_epoch=1.0, examples_per_second=20.0, total_seconds=3.0)
@@ -80,7 +95,8 @@ class _FakeRun:
 
 def _validation_score(scores):
   """A score_fn giving validation f1 `scores[(learning_rate, seed)]`."""
-  return lambda config: dict(validation=scores[(config.learning_rate, config.seed)])
+  return lambda config: dict(validation=scores[(config.trainer.learning_rate,
+                                                 config.trainer.seed)])
 
 
 class ExpandGridTest(parameterized.TestCase, tf.test.TestCase):
@@ -89,10 +105,11 @@ class ExpandGridTest(parameterized.TestCase, tf.test.TestCase):
     """The first field varies slowest; fields outside the grid keep the base values."""
     configs = sweep.expand_grid(_base_config(batch_size=4), dict(
         learning_rate=[3e-4, 3e-3], epochs=[3, 20], seed=[0, 1]))
-    self.assertEqual([(c.learning_rate, c.epochs, c.seed) for c in configs],
-                     [(lr, e, s) for lr in (3e-4, 3e-3) for e in (3, 20) for s in (0, 1)])
-    self.assertEqual({(c.batch_size, c.max_seq_length, c.adapter_size) for c in configs},
-                     {(4, 16, 64)})
+    self.assertEqual(
+        [(c.trainer.learning_rate, c.trainer.epochs, c.trainer.seed) for c in configs],
+        [(lr, e, s) for lr in (3e-4, 3e-3) for e in (3, 20) for s in (0, 1)])
+    self.assertEqual({(c.trainer.batch_size, c.data.max_seq_length,
+                       c.model.adapter.adapter_size) for c in configs}, {(4, 16, 64)})
 
   @parameterized.named_parameters(
       ("empty", {}, "grid is empty"),
@@ -122,7 +139,7 @@ class ExpandGridTest(parameterized.TestCase, tf.test.TestCase):
       ("unsafe_characters", dict(hub_handle="https://tfhub.dev/x/1", seed=2),
        "hub_handle=https___tfhub.dev_x_1,seed=2"))
   def test_trial_name(self, fields, expected):
-    config = dataclasses.replace(_base_config(), **fields)
+    config = _base_config().replace(**fields)
     self.assertEqual(sweep.trial_name(config, list(fields)), expected)
 
   def test_trial_names_are_distinct_folder_names(self):
@@ -152,6 +169,12 @@ class SelectionSplitTest(tf.test.TestCase):
 
 class RunSweepTest(tf.test.TestCase):
 
+  def setUp(self):
+    super().setUp()
+    # The runs' folders are checked against run.json, which records the base's fingerprint.
+    self.enter_context(mock.patch.object(hub_encoder, "read_hub_encoder",
+                                         return_value=types.SimpleNamespace(fingerprint=_BASE)))
+
   def _read(self, root, name):
     with open(os.path.join(root, name), encoding="utf-8") as f:
       return json.load(f) if name.endswith(".json") else f.read()
@@ -161,7 +184,7 @@ class RunSweepTest(tf.test.TestCase):
     root = self.create_tempdir().full_path
     splits = dict(_SPLITS, test=_examples(4))  # A labelled test split, scored but not used.
     scores = {1e-3: dict(validation=0.7, test=0.1), 1e-2: dict(validation=0.6, test=0.9)}
-    fake = _FakeRun(lambda config: scores[config.learning_rate])
+    fake = _FakeRun(lambda config: scores[config.trainer.learning_rate])
     result = sweep.run_sweep(_SPEC, splits, _base_config(), dict(learning_rate=[1e-3, 1e-2]),
                              root, run_fn=fake)
     choice = result.summary["choice"]
@@ -189,8 +212,9 @@ class RunSweepTest(tf.test.TestCase):
     splits = dict(train=_examples(4), validation_matched=_examples(2),
                   validation_mismatched=_examples(2), test=_examples(2, labelled=False))
     scores = {1e-3: 0.4, 1e-2: 0.6}
-    fake = _FakeRun(lambda config: dict(validation_matched=scores[config.learning_rate],
-                                        validation_mismatched=1 - scores[config.learning_rate]))
+    fake = _FakeRun(lambda config: dict(
+        validation_matched=scores[config.trainer.learning_rate],
+        validation_mismatched=1 - scores[config.trainer.learning_rate]))
     result = sweep.run_sweep(_SPEC, splits, _base_config(), dict(learning_rate=[1e-3, 1e-2]),
                              self.create_tempdir().full_path, run_fn=fake)
     self.assertEqual(result.summary["selection_split"], "validation_matched")
@@ -217,8 +241,8 @@ class RunSweepTest(tf.test.TestCase):
     self.assertAlmostEqual(choice["mean_score"], 0.55)
     self.assertEqual(choice["config"]["seed"], 1)
     # Trials never predict the unlabelled test split; the chosen seed does, in a rerun from a
-    # copy of its folder (checkpoints and completion marker, no results, which would stop the
-    # rerun, and no summaries) that also exports it.
+    # copy of its folder (its run.json, checkpoints and completion marker, no results, which
+    # would stop the rerun, and no summaries) that also exports it.
     export = fake.trainings[-1]
     self.assertLen(fake.trainings, 7)
     self.assertEqual({tuple(t["splits"]) for t in fake.trainings[:6]},
@@ -226,12 +250,13 @@ class RunSweepTest(tf.test.TestCase):
     self.assertEqual(export["splits"], ["train", "validation", "test"])
     self.assertEqual((export["model_dir"], export["export_dir"]),
                      (os.path.join(root, sweep.BEST_DIR), export_dir))
-    self.assertEqual((export["config"].learning_rate, export["config"].seed), (1e-2, 1))
-    self.assertEqual(export["files"], sorted(_TRAINING_FILES))
+    self.assertEqual((export["config"].trainer.learning_rate, export["config"].trainer.seed),
+                     (1e-2, 1))
+    self.assertEqual(export["files"], sorted(_TRAINING_FILES + (run_records.RUN_FILE,)))
     self.assertEqual(result.best["export_dir"], export_dir)
     self.assertEqual(result.best["predictions"]["test"]["values"], [1] * 4)
     self.assertNotIn("export_dir", self._read(os.path.join(root, "learning_rate=0.01,seed=1"),
-                                              classification.RESULTS_FILE))
+                                              run_records.RESULTS_FILE))
 
   def test_records(self):
     """sweep.json holds every trial and the choice; sweep.md a row per trial, one marked."""
@@ -283,14 +308,15 @@ class RunSweepTest(tf.test.TestCase):
     grid = dict(learning_rate=[1e-3, 1e-2], seed=[0, 1])
 
     def run():
-      return sweep.run_sweep(_SPEC, _SPLITS, _base_config(), grid, root,
-                             export_best_dir=export_dir, run_fn=fake).summary
+      return _without_provenance(sweep.run_sweep(
+          _SPEC, _SPLITS, _base_config(), grid, root, export_best_dir=export_dir,
+          run_fn=fake).summary)
 
     first = run()
     self.assertLen(fake.trainings, 5)  # 4 trials and the export.
     self.assertEqual(run(), first)
     self.assertLen(fake.trainings, 5)
-    os.remove(os.path.join(root, "learning_rate=0.001,seed=1", classification.RESULTS_FILE))
+    os.remove(os.path.join(root, "learning_rate=0.001,seed=1", run_records.RESULTS_FILE))
     self.assertEqual(run(), first)
     self.assertEqual([t["model_dir"] for t in fake.trainings[5:]],
                      [os.path.join(root, "learning_rate=0.001,seed=1")])
@@ -309,8 +335,8 @@ class RunSweepTest(tf.test.TestCase):
       export = fake.trainings[-1]
       self.assertEqual(export["model_dir"], os.path.join(root, sweep.BEST_DIR))
       self.assertEqual(summary["choice"]["config"]["learning_rate"],
-                       export["config"].learning_rate)
-      return export["config"].learning_rate
+                       export["config"].trainer.learning_rate)
+      return export["config"].trainer.learning_rate
 
     self.assertEqual(exported_learning_rate([1e-3, 1e-2]), 1e-2)
     self.assertEqual(exported_learning_rate([1e-3, 1e-2, 1e-1]), 1e-1)
@@ -318,18 +344,24 @@ class RunSweepTest(tf.test.TestCase):
     # Trained: 1e-3, 1e-2, export; 1e-1, export; export.
     self.assertLen(fake.trainings, 6)
 
-  def test_finished_trial_of_another_config_is_an_error(self):
-    """Changed base flags must not silently reuse the trials of the old ones."""
+  def test_trial_of_another_config_is_refused_before_any_trains(self):
+    """Changed base flags must not silently reuse the trials of the old ones: the trials'
+    run.json are checked before the first trial runs."""
     root = self.create_tempdir().full_path
     fake = _FakeRun(lambda config: dict(validation=0.5))
     grid = dict(learning_rate=[1e-3])
     sweep.run_sweep(_SPEC, _SPLITS, _base_config(), grid, root, run_fn=fake)
-    with self.assertRaisesRegex(ValueError, r"learning_rate=0.001 holds a finished run with "
-                                r"another config: max_seq_length \(recorded 16, asked 32\)"):
-      sweep.run_sweep(_SPEC, _SPLITS, _base_config(max_seq_length=32), grid, root, run_fn=fake)
+    calls, trainings = fake.calls, len(fake.trainings)  # The trial, and its test predictions.
+    with self.assertRaisesRegex(run_records.RunSettingsError,
+                                r"learning_rate=0.001 holds a run with other settings: "
+                                r"max_seq_length=16 there, max_seq_length=32 now"):
+      sweep.run_sweep(_SPEC, _SPLITS, _base_config(max_seq_length=32),
+                      dict(learning_rate=[1e-2, 1e-3]), root, run_fn=fake)
+    self.assertEqual(fake.calls, calls)  # Not even the new first trial ran.
     # How a run executes may change on resumption.
     sweep.run_sweep(_SPEC, _SPLITS, _base_config(checkpoint_every_steps=7), grid, root,
                     run_fn=fake)
+    self.assertLen(fake.trainings, trainings)
 
   def test_unlabelled_selection_split_is_an_error(self):
     with self.assertRaisesRegex(ValueError, "Cannot select on 'test'"):

@@ -32,6 +32,8 @@ class TextNormalization(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
+    # The constructor sets it: passed again, from_config would fail.
+    del config["trainable"]
     config.update(lower_case=self.lower_case,
                   remove_non_alphanumeric=self.remove_non_alphanumeric)
     return config

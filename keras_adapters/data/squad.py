@@ -280,17 +280,20 @@ def _text(value) -> str:
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def sample_question_ids(data: SquadData, max_questions: int, seed: int = 0) -> Optional[List[str]]:
+def sample_question_ids(data: SquadData, max_questions: int, seed: int = 0,
+                        exclude: Sequence[str] = ()) -> Optional[List[str]]:
   """A seeded subset of `max_questions` question ids in file order, `None` for all of them.
 
   Args:
     data: The file.
     max_questions: How many to keep; 0 (or more than there are) keeps all.
     seed: Seed of the choice, the same for every run that should see the same questions.
+    exclude: Questions never chosen (held out for selection).
   """
-  ids = data.question_ids
+  excluded = set(exclude)
+  ids = [question for question in data.question_ids if question not in excluded]
   if not 0 < max_questions < len(ids):
-    return None
+    return ids if excluded else None
   keep = np.sort(np.random.default_rng(seed).permutation(len(ids))[:max_questions])
   return [ids[i] for i in keep]
 

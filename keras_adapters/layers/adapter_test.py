@@ -104,34 +104,37 @@ class AdapterTest(tf.test.TestCase, parameterized.TestCase):
     expected = x.numpy() + np.maximum(x.numpy() @ w_down + b_down, 0.0) @ w_up + b_up
     self.assertAllClose(adapter(x), expected, atol=1e-5)
 
-  def test_get_config_has_every_argument_and_round_trips(self):
-    """get_config holds every constructor argument; from_config rebuilds the same adapter."""
-    adapter = adapter_lib.Adapter(
-        adapter_size=7, activation="tanh", init_stddev=0.03, name="my_adapter")
-    config = adapter.get_config()
+  @parameterized.named_parameters(
+      ("alone", {}, False, 4),
+      # Its own LayerNorms act where it joins a sub-layer, not when it is called alone.
+      ("placed_with_own_layer_norms", testing.PLACEMENT_VARIANTS["own_layer_norms_post_add"],
+       True, 8),
+  )
+  def test_layer_contract(self, options, placed, num_weights):
+    """Weights made by build, config round trip, registered serialization, output shape and
+    gradients for every weight."""
+    base_layer_norm = keras.layers.LayerNormalization()
+
+    def place(adapter, h, training):
+      del training  # An adapter has no dropout.
+      return adapter(h, sublayer_input=2.0 * h, layer_norm=base_layer_norm)
+
+    adapter = testing.run_layer_test(
+        self, adapter_lib.Adapter,
+        dict(adapter_size=7, activation="tanh", init_stddev=0.03, name="my_adapter", **options),
+        _inputs(), call=place if placed else None, expected_output_shape=(2, 5, 16),
+        expected_num_trainable_weights=num_weights, expected_num_non_trainable_weights=0)
+    self.assertEqual(keras.layers.serialize(adapter)["registered_name"],
+                     "keras_adapters>Adapter")
+
+  def test_arguments_are_size_activation_init_and_adapterhubs_options(self):
+    """The bottleneck's settings, then AdapterHub's options in `ADAPTER_OPTIONS`' order."""
     arguments = [name for name, p in inspect.signature(
         adapter_lib.Adapter.__init__).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD]
     self.assertEqual(arguments, ["adapter_size", "activation", "init_stddev"]
                      + [k for k in adapter_lib.ADAPTER_OPTIONS
                         if k not in ("mh_adapter", "output_adapter")])
-    self.assertEqual(config["adapter_size"], 7)
-    self.assertEqual(config["activation"], "tanh")
-    self.assertEqual(config["init_stddev"], 0.03)
-    self.assertEqual(config["name"], "my_adapter")
-    rebuilt = adapter_lib.Adapter.from_config(config)
-    self.assertEqual(rebuilt.get_config(), config)
-
-  def test_keras_serialize_deserialize(self):
-    """The adapter is registered: keras.layers.deserialize(serialize(a)) gives an Adapter."""
-    adapter = adapter_lib.Adapter(adapter_size=5, activation="gelu", init_stddev=0.0)
-    serialized = keras.layers.serialize(adapter)
-    self.assertEqual(serialized["registered_name"], "keras_adapters>Adapter")
-    rebuilt = keras.layers.deserialize(serialized)
-    self.assertIsInstance(rebuilt, adapter_lib.Adapter)
-    self.assertEqual(rebuilt.get_config(), adapter.get_config())
-    x = _inputs()
-    self.assertAllEqual(rebuilt(x), x)
 
   @parameterized.named_parameters(
       ("gelu", "gelu"),

@@ -105,12 +105,16 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(mixed(_inputs(), attention_mask=mask)[:, :5],
                         mixed(changed, attention_mask=mask)[:, :5])
 
-  def test_get_config_round_trip(self):
-    """Every argument is in the config, and from_config builds an equal layer."""
-    layer = self_attention.SelfAttention(_HEADS, dropout_rate=0.3, name="attention")
-    config = layer.get_config()
-    self.assertEqual((config["num_heads"], config["dropout_rate"]), (_HEADS, 0.3))
-    self.assertEqual(self_attention.SelfAttention.from_config(config).get_config(), config)
+  def test_layer_contract(self):
+    """Weights made by build, config round trip, registered serialization, output shape and
+    gradients for every weight, through a mask."""
+    testing.run_layer_test(
+        self, self_attention.SelfAttention, dict(num_heads=_HEADS, dropout_rate=0.3,
+                                                 name="attention"),
+        _inputs(), call=lambda layer, x, training: layer(x, attention_mask=_mask(),
+                                                         training=training),
+        expected_output_shape=(3, 7, _HIDDEN), expected_num_trainable_weights=8,
+        expected_num_non_trainable_weights=0)
 
   def test_heads_must_divide_hidden_size(self):
     """A head count that does not divide the width is a clear error."""

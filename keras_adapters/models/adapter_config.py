@@ -7,6 +7,7 @@ from typing import Optional, Tuple, Union
 
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.models import tuning as tuning_lib
+from keras_adapters.utils import settings
 
 _OPTIONS = adapter_lib.ADAPTER_OPTIONS
 # AdapterHub's activation names (`non_linearity`) that Keras spells otherwise.
@@ -32,50 +33,53 @@ class AdapterConfig:
   `AdapterConfig(mh_adapter=False, is_parallel=True, scaling=4.0, reduction_factor=2)` is
   He et al.'s parallel adapter (`ParBnConfig`).
 
-  Attributes:
-    adapter_size: Bottleneck `m` of every adapter, or `None` for no adapters (the
-      `layer_norm`, `top_k` and `full` baselines). Unused when `reduction_factor` is set.
-    activation: Nonlinearity inside the adapters, any Keras activation name (ReLU in the
-      paper; AdapterHub offers relu, swish (= silu), gelu and tanh).
-    init_stddev: Standard deviation of the adapters' truncated-normal initial projections;
-      `0` makes every adapter an exact identity.
-    leave_out: Indices of the Transformer layers that get no adapters (AdapterHub's
-      `leave_out`); their LayerNorms still belong to the set.
-    tuning: What trains: `"adapters"` (adapters + LayerNorms, the paper), `"layer_norm"`,
-      `"top_k"` or `"full"`; see `keras_adapters.models.tuning`.
-    top_k: Number of top layers that train with `tuning="top_k"`.
-    reduction_factor: AdapterHub's way to size the bottleneck: `m = hidden_size //
-      reduction_factor`, in place of `adapter_size`.
-    mh_adapter: An adapter after the attention sub-layer.
-    output_adapter: An adapter after the feed-forward sub-layer.
-    is_parallel: Parallel adapters (He et al. 2022): each reads its sub-layer's input and
-      adds to its output.
-    scaling: Factor on each adapter's output.
-    original_ln_before: The base's residual add and LayerNorm also come before the adapter.
-    original_ln_after: The base's residual add and LayerNorm come after the adapter.
-    residual_before_ln: Where the adapter's skip starts: before the base LayerNorm (True),
-      after it (False), or after the base's residual add (`"post_add"`).
-    adapter_residual_before_ln: With `ln_after`, the skip joins before that LayerNorm.
-    ln_before: A LayerNorm of the adapter's own on its input.
-    ln_after: A LayerNorm of the adapter's own on its output.
+  Each field's help text (its `settings.setting`) says what it does; the command-line flags
+  and the run records take it from there.
   """
-  adapter_size: Optional[int] = 64
-  activation: str = "relu"
-  init_stddev: float = 1e-2
-  leave_out: Tuple[int, ...] = ()
-  tuning: str = "adapters"
-  top_k: Optional[int] = None
-  reduction_factor: Optional[float] = None
-  mh_adapter: bool = _OPTIONS["mh_adapter"]
-  output_adapter: bool = _OPTIONS["output_adapter"]
-  is_parallel: bool = _OPTIONS["is_parallel"]
-  scaling: float = _OPTIONS["scaling"]
-  original_ln_before: bool = _OPTIONS["original_ln_before"]
-  original_ln_after: bool = _OPTIONS["original_ln_after"]
-  residual_before_ln: Union[bool, str] = _OPTIONS["residual_before_ln"]
-  adapter_residual_before_ln: bool = _OPTIONS["adapter_residual_before_ln"]
-  ln_before: bool = _OPTIONS["ln_before"]
-  ln_after: bool = _OPTIONS["ln_after"]
+  adapter_size: Optional[int] = settings.setting(
+      64, "Bottleneck size m of every adapter (the paper: 2 to 256); unused when "
+      "reduction_factor is set. None: no adapters (the layer_norm, top_k and full baselines).")
+  activation: str = settings.setting(
+      "relu", "Nonlinearity inside the adapters, any Keras activation name (ReLU in the paper; "
+      "AdapterHub offers relu, swish (= silu), gelu and tanh).", flag="adapter_activation")
+  init_stddev: float = settings.setting(
+      1e-2, "Standard deviation of the adapters' truncated-normal initial projections; 0 makes "
+      "every adapter an exact identity.", flag="adapter_init_stddev")
+  leave_out: Tuple[int, ...] = settings.setting(
+      (), "Indices of the Transformer layers that get no adapters (AdapterHub's leave_out); "
+      "their LayerNorms still train.")
+  tuning: str = settings.setting(
+      "adapters", "What trains: adapters (+ LayerNorms, the paper), layer_norm, top_k or full.",
+      choices=tuning_lib.TUNING_POLICIES)
+  top_k: Optional[int] = settings.setting(None, "Number of top layers that train with "
+                                          "tuning=top_k.")
+  reduction_factor: Optional[float] = settings.setting(
+      None, "AdapterHub's way to size the bottleneck: m = hidden_size // reduction_factor, in "
+      "place of adapter_size.")
+  mh_adapter: bool = settings.setting(_OPTIONS["mh_adapter"],
+                                      "An adapter after the attention sub-layer.")
+  output_adapter: bool = settings.setting(_OPTIONS["output_adapter"],
+                                          "An adapter after the feed-forward sub-layer.")
+  is_parallel: bool = settings.setting(
+      _OPTIONS["is_parallel"], "Parallel adapters (He et al. 2022): each reads its sub-layer's "
+      "input and adds to its output.")
+  scaling: float = settings.setting(_OPTIONS["scaling"], "Factor on each adapter's output.")
+  original_ln_before: bool = settings.setting(
+      _OPTIONS["original_ln_before"],
+      "The base's residual add and LayerNorm also come before the adapter.")
+  original_ln_after: bool = settings.setting(
+      _OPTIONS["original_ln_after"], "The base's residual add and LayerNorm come after the "
+      "adapter.")
+  residual_before_ln: Union[bool, str] = settings.setting(
+      _OPTIONS["residual_before_ln"], "Where the adapter's skip starts: before the base "
+      "LayerNorm (true), after it (false), or after the base's residual add (post_add).")
+  adapter_residual_before_ln: bool = settings.setting(
+      _OPTIONS["adapter_residual_before_ln"],
+      "With ln_after, the adapter's skip joins before that LayerNorm.")
+  ln_before: bool = settings.setting(_OPTIONS["ln_before"],
+                                     "A LayerNorm of the adapter's own on its input.")
+  ln_after: bool = settings.setting(_OPTIONS["ln_after"],
+                                    "A LayerNorm of the adapter's own on its output.")
 
   def __post_init__(self):
     size = self.adapter_size
@@ -106,6 +110,9 @@ class AdapterConfig:
           f"leave_out must list layer indices (integers >= 0), got {self.leave_out!r}.")
     # A canonical form, so equal configs compare (and serialise) equal.
     object.__setattr__(self, "leave_out", tuple(sorted(set(self.leave_out))))
+    if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(
+        self.top_k, int) or self.top_k < 1):
+      raise ValueError(f"top_k must be a whole number of at least 1, got {self.top_k!r}.")
     if self.tuning not in tuning_lib.TUNING_POLICIES:
       raise ValueError(
           f"Unknown tuning policy {self.tuning!r}; choose one of "

@@ -1,6 +1,6 @@
-"""Tests for the BERT encoder network with Houlsby adapters."""
-
-import inspect
+"""Tests for the BERT encoder network with Houlsby adapters, called with its own adapters and
+LayerNorms, another set's (`AdapterSet`) or several tasks' routed per example
+(`StackedAdapters`)."""
 
 from absl.testing import parameterized
 import numpy as np
@@ -8,8 +8,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import adapter_set
 from keras_adapters.layers import testing
-from keras_adapters.models import parameter_summary
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import precision
 
@@ -266,25 +266,26 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "position embeddings"):
       run(_inputs(seq_length=9))
 
-  def test_get_config_round_trip(self):
-    """get_config names every constructor argument and from_config rebuilds the encoder."""
-    encoder = _encoder(activation="gelu_approximate", dropout_rate=0.2,
-                       adapter_activation="tanh", adapter_init_stddev=0.0)
-    config = encoder.get_config()
-    arguments = [name for name, p in inspect.signature(
-        adapted_bert_encoder.AdaptedBertEncoder.__init__).parameters.items()
-                 if name != "self" and p.kind is not p.VAR_KEYWORD]
-    self.assertLen(arguments, 17)
-    for name in arguments:
-      self.assertEqual(config[name], getattr(encoder, name))
-    rebuilt = keras.layers.deserialize(keras.layers.serialize(encoder))
-    self.assertIsInstance(rebuilt, adapted_bert_encoder.AdaptedBertEncoder)
-    self.assertEqual(rebuilt.get_config(), config)
-    rebuilt = adapted_bert_encoder.AdaptedBertEncoder.from_config(config)
-    self.assertEqual(rebuilt.get_config(), config)
-    inputs = _inputs()
-    encoder(inputs)
-    rebuilt(inputs)
+  def test_layer_contract(self):
+    """Every argument set away from its default: weights made by build, config round trip,
+    registered serialization (rebuilt encoders compute the same), the TF Hub output dict's
+    shapes, gradients for every weight; a rebuilt encoder maps the same Hub variables."""
+    arguments = dict(
+        _TINY, max_sequence_length=16, type_vocab_size=3, embedding_width=8,
+        activation="gelu_approximate", dropout_rate=0.2, attention_dropout_rate=0.05,
+        layer_norm_epsilon=1e-6, adapter_size=4, adapter_activation="tanh",
+        adapter_init_stddev=0.1, adapter_leave_out=(0,),
+        adapter_options=testing.PLACEMENT_VARIANTS["pfeiffer"], name="bert_encoder")
+    encoder = testing.run_layer_test(
+        self, adapted_bert_encoder.AdaptedBertEncoder, arguments, _inputs(),
+        expected_output_shape=dict(sequence_output=(2, 6, 16), pooled_output=(2, 16),
+                                   encoder_outputs=[(2, 6, 16)] * 2, default=(2, 16)),
+        # Embeddings 3, their LayerNorm 2, projection 2, two blocks of 16, the one adapter
+        # (after the feed-forward of block 1) 4, pooler 2.
+        expected_num_trainable_weights=3 + 2 + 2 + 2 * 16 + 4 + 2,
+        expected_num_non_trainable_weights=0)
+    rebuilt = adapted_bert_encoder.AdaptedBertEncoder.from_config(encoder.get_config())
+    rebuilt(_inputs())
     self.assertEqual(rebuilt.count_params(), encoder.count_params())
     self.assertEqual(set(rebuilt.hub_variable_map()), set(encoder.hub_variable_map()))
 
@@ -342,12 +343,150 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(sizes, [2 * 64 * 768 + 768 + 64] * 24)
     self.assertEqual(sizes[0], 99_136)
     self.assertEqual(sum(sizes), 2_379_264)
-    summary = parameter_summary.parameter_summary(encoder)
-    self.assertLen(summary.adapter_sizes, 24)
-    self.assertEqual(sum(summary.adapter_sizes), 2_379_264)
-    # The base is BERT-base with its pooler: 109,482,240 parameters.
-    self.assertEqual(summary.base, 109_482_240)
-    self.assertEqual(summary.total, 109_482_240 + 2_379_264)
+    # The base (every weight but the adapters') is BERT-base with its pooler: 109,482,240
+    # parameters.
+    self.assertEqual(sum(int(np.prod(w.shape)) for w in encoder.hub_variable_map().values()),
+                     109_482_240)
+    self.assertEqual(encoder.count_params(), 109_482_240 + 2_379_264)
+
+
+class AdapterSetCallTest(tf.test.TestCase, parameterized.TestCase):
+  """The encoder called with an `AdapterSet` in place of its own adapters and LayerNorms."""
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(5)
+
+  def test_keys_match_the_encoders_own(self):
+    """One set's weights have the keys of the encoder's own adapters and LayerNorms, which
+    are their Model Garden variable names."""
+    encoder = _encoder()
+    encoder(_inputs())
+    own = adapter_set.adapter_weights_by_key(encoder.own_adapters())
+    self.assertEqual(set(own), {adapted_bert_encoder.canonical_variable_name(w.name)
+                                for w in encoder.weights
+                                if "_adapter/" in w.name or "layer_norm/" in w.name})
+    layer = adapter_set.AdapterSet(num_layers=2, adapter_size=4)
+    layer.build((None, None, 16))
+    weights = adapter_set.adapter_weights_by_key(layer.encoder_adapters())
+    self.assertEqual(set(weights), set(own))
+    self.assertEqual({k: tuple(w.shape) for k, w in weights.items()},
+                     {k: tuple(w.shape) for k, w in own.items()})
+
+  def test_encoder_call_with_a_set_equal_to_its_own_gives_the_same_outputs(self):
+    """An encoder called with a set holding a copy of its own weights computes the same."""
+    encoder = _encoder(dropout_rate=0.0)
+    encoder(_inputs())
+    own = adapter_set.adapter_weights_by_key(encoder.own_adapters())
+    rng = np.random.RandomState(0)
+    for weight in own.values():
+      weight.assign(rng.normal(scale=0.3, size=weight.shape))
+    layer = adapter_set.AdapterSet(num_layers=2, adapter_size=4)
+    layer.build((None, None, 16))
+    for key, weight in adapter_set.adapter_weights_by_key(layer.encoder_adapters()).items():
+      weight.assign(own[key])
+    expected = encoder(_inputs())["sequence_output"]
+    self.assertAllClose(encoder(_inputs(), adapters=layer.encoder_adapters())["sequence_output"],
+                        expected, atol=1e-6)
+    for weight in own.values():
+      weight.assign(tf.zeros_like(weight))
+    self.assertNotAllClose(encoder(_inputs())["sequence_output"], expected)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_set_in_a_mixed_encoder(self, name, epsilon):
+    """Made under a mixed policy, a set keeps float32 variables, its adapters compute in the
+    policy's dtype and its LayerNorms in float32; a mixed encoder called with it returns
+    float32 near what the float32 encoder returns with the same weights."""
+    encoder = _encoder(adapter_size=None, dropout_rate=0.0)
+    encoder(_inputs())
+    layer = testing.random_adapter_set(0, adapter_size=4)
+    with precision.policy_scope(name):
+      mixed_encoder = _encoder(adapter_size=None, dropout_rate=0.0)
+      mixed_layer = testing.random_adapter_set(1, adapter_size=4)
+    mixed_encoder(_inputs())
+    mixed_encoder.set_weights(encoder.get_weights())
+    mixed_layer.set_weights(layer.get_weights())
+    self.assertEqual({w.dtype for w in mixed_layer.weights}, {tf.float32})
+    adapters = mixed_layer.encoder_adapters()
+    self.assertEqual(adapters.blocks[1].feedforward_adapter.compute_dtype, name)
+    self.assertEqual(adapters.blocks[1].output_layer_norm.compute_dtype, "float32")
+    expected = encoder(_inputs(), adapters=layer.encoder_adapters())
+    outputs = mixed_encoder(_inputs(), adapters=adapters)
+    for key in ("sequence_output", "pooled_output"):
+      self.assertEqual(outputs[key].dtype, tf.float32)
+      # Two blocks of one rounding per product: measured up to 0.65 epsilons.
+      self.assertLess(testing.mixed_precision_gap(outputs[key], expected[key], epsilon), 3)
+
+
+class TaskRoutingCallTest(tf.test.TestCase, parameterized.TestCase):
+  """The encoder called with several tasks' `StackedAdapters`, routed per example."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    keras.utils.set_random_seed(3)
+    cls.encoder = _encoder(adapter_size=None, dropout_rate=0.0)
+    cls.encoder(_inputs())
+    cls.sets = testing.routed_adapter_sets()
+    cls.stacked = testing.stacked_adapter_sets(cls.sets)
+
+  def test_mixed_batch_equals_each_task_on_its_own(self):
+    """Per-example routing gives every row what its own task's set gives it, to 1e-5."""
+    inputs = _inputs(batch_size=5, seq_length=7)
+    task_ids = tf.constant([2, 0, 1, 0, 2])
+    routed = self.encoder(inputs, adapters=self.stacked.encoder_adapters(task_ids))
+    for task, layer in enumerate(self.sets):
+      alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+      one_task = self.encoder(inputs, adapters=self.stacked.encoder_adapters(task))
+      rows = np.flatnonzero(task_ids.numpy() == task)
+      for key in ("sequence_output", "pooled_output"):
+        self.assertAllClose(tf.gather(routed[key], rows), tf.gather(alone[key], rows),
+                            atol=1e-5, rtol=0, msg=f"{key} of task {task}")
+        self.assertAllClose(one_task[key], alone[key], atol=1e-5, rtol=0)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_mixed_precision_encoder_routes_in_float32(self, name, epsilon):
+    """A mixed-precision encoder routed through the stacked (float32) tasks returns float32,
+    every row near what the float32 encoder gives it with its own task's set."""
+    with precision.policy_scope(name):
+      mixed_encoder = _encoder(adapter_size=None, dropout_rate=0.0)
+    mixed_encoder(_inputs())
+    mixed_encoder.set_weights(self.encoder.get_weights())
+    inputs = _inputs(batch_size=5, seq_length=7)
+    task_ids = tf.constant([2, 0, 1, 0, 2])
+    routed = mixed_encoder(inputs, adapters=self.stacked.encoder_adapters(task_ids))
+    for task, layer in enumerate(self.sets):
+      alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+      rows = np.flatnonzero(task_ids.numpy() == task)
+      for key in ("sequence_output", "pooled_output"):
+        self.assertEqual(routed[key].dtype, tf.float32)
+        # Measured up to 0.74 epsilons.
+        self.assertLess(testing.mixed_precision_gap(
+            tf.gather(routed[key], rows), tf.gather(alone[key], rows), epsilon), 3)
+
+  def test_tasks_of_every_placement_route_exactly_in_one_batch(self):
+    """A task per AdapterHub placement (some with a block left out), and tasks with the same
+    placement but no attention adapters or none at all: a batch mixing them answers every
+    row as its task's own set does."""
+    options = list(testing.PLACEMENT_VARIANTS.values())
+    options += [dict(options[3], mh_adapter=False), options[3]]
+    sets = [testing.random_adapter_set(4 + i, adapter_size=2 + i % 3, leave_out=(i % 2,),
+                                       adapter_options=task_options)
+            for i, task_options in enumerate(options)]
+    sets.append(testing.random_adapter_set(20))  # No adapters.
+    options.append(None)
+    stacked = testing.stacked_adapter_sets(sets, adapter_options=options)
+    task_ids = np.arange(len(sets))[::-1] % len(sets)
+    inputs = _inputs(batch_size=len(sets), seq_length=2 * len(sets))
+    routed = self.encoder(inputs, adapters=stacked.encoder_adapters(tf.constant(task_ids)))
+    for task, layer in enumerate(sets):
+      row = int(np.flatnonzero(task_ids == task)[0])
+      alone = self.encoder(inputs, adapters=layer.encoder_adapters())
+      self.assertAllClose(routed["sequence_output"][row], alone["sequence_output"][row],
+                          atol=1e-5, rtol=0, msg=f"task {task}: {options[task]}")
+      one_task = self.encoder(inputs, adapters=stacked.encoder_adapters(task))
+      self.assertAllClose(one_task["sequence_output"], alone["sequence_output"], atol=1e-5,
+                          rtol=0, msg=f"task {task} alone")
 
 
 if __name__ == "__main__":

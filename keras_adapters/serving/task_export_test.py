@@ -1,18 +1,22 @@
 """Tests for per-task SavedModel export."""
 
 import os
+import shutil
 
 from absl.testing import parameterized
 import tensorflow as tf
 import tensorflow_hub as hub
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import preprocessing
-from keras_adapters.serving import task_export
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
+from keras_adapters.models import saving
+from keras_adapters.models import testing as models_testing
+from keras_adapters.serving import task_export
 from keras_adapters.utils import precision
 
 _SEQ_LENGTH = 12
@@ -93,8 +97,48 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     expected = tf.nn.softmax(self._expected(model, texts))
     # Grappler rewrites the SavedModel's graph, which rounds some bfloat16 arithmetic
     # otherwise than eager calls (without grappler they agree exactly): measured 0.01
-    # epsilons here, 0.1 in saving_test (float16: none).
+    # epsilons here, 0.1 exported from an artifact (float16: none).
     self.assertLess(layers_testing.mixed_precision_gap(served, expected, epsilon), 1)
+
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_artifact_exports_and_serves_float32(self, name, epsilon):
+    """A task trained under a mixed policy and saved, exported from its artifact under the
+    policy, serves strings and returns float32 probabilities, those of the model in
+    process."""
+    with precision.policy_scope(name):
+      model = classifier.build_classifier(
+          adapted_bert.AdaptedBert(self.handle, adapter_size=4), 3, pooling="mean")
+      for variable in model.trainable_variables:  # stands in for training: every value moves
+        variable.assign_add(tf.random.normal(variable.shape, stddev=0.1, seed=3))
+    root = self.create_tempdir().full_path
+    path = saving.save_adapters(
+        model, os.path.join(root, "adapters"), label_names=["neg", "neu", "pos"],
+        preprocessing=adapter_artifact.PreprocessingConfig(
+            testing.tiny_preprocess_handle(_SEQ_LENGTH), ("text",), _SEQ_LENGTH))
+    texts = ["w1 w2 w3", "w4 W5 unknownword"]
+    with precision.policy_scope(name):
+      export_dir = task_export.export_task_from_artifact(path, os.path.join(root, "task"))
+    served = tf.saved_model.load(export_dir).signatures["serving_default"](
+        text=tf.constant(texts))["probabilities"]
+    self.assertEqual(served.dtype, tf.float32)
+    expected = tf.nn.softmax(self._expected(model, texts))
+    # As above: measured 0.1 epsilons (float16: none).
+    self.assertLess(layers_testing.mixed_precision_gap(served, expected, epsilon), 1)
+
+  def test_an_artifact_with_another_tasks_weights_file_is_refused(self):
+    """Two artifacts of one layout with their weights files swapped: the export refuses,
+    naming both files (as load_adapters and load_task_model do: `models/saving_test`)."""
+    root = self.create_tempdir().full_path
+    path, other = (models_testing.save_random_task_artifact(
+        os.path.join(root, name), self.handle, testing.tiny_preprocess_handle(_SEQ_LENGTH),
+        seq_length=_SEQ_LENGTH, seed=seed) for seed, name in enumerate(("task", "other")))
+    weights = os.path.join(path, adapter_artifact.WEIGHTS_FILE)
+    shutil.copyfile(os.path.join(other, adapter_artifact.WEIGHTS_FILE), weights)
+    with self.assertRaisesRegex(
+        adapter_artifact.AdapterArtifactError,
+        f"{weights}.*is not the weights file "
+        f"{os.path.join(path, adapter_artifact.CONFIG_FILE)} was saved with"):
+      task_export.export_task_from_artifact(path, os.path.join(root, "saved_model"))
 
   def test_sentencepiece_base_serves_strings(self):
     """A Model Garden SentencePiece encoder and preprocessing model export and serve."""

@@ -16,11 +16,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
-import keras_adapters
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
-from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
+from keras_adapters.models import saving
 from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing as training_testing
@@ -101,30 +102,12 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
                   adapter_size=4, learning_rate=1e-2, epochs=1.0, batch_size=8,
                   max_seq_length=_SEQ_LENGTH, checkpoint_every_steps=100)
     values.update(overrides)
-    return classification.RunConfig(**values)
+    return config_definitions.ExperimentConfig.from_settings(**values)
 
   def _fresh_model(self, num_classes=3, tuning="adapters", adapter_size=4):
     return classifier.build_classifier(
         adapted_bert.AdaptedBert(self.hub_handle, adapter_size=adapter_size, tuning=tuning),
         num_classes)
-
-  def test_adapter_config_gives_every_adapter_config_field(self):
-    """The run's AdapterConfig: its own fields plus adapter_config's (AdapterHub's names);
-    a field with its own setting, or one AdapterConfig does not have, is refused."""
-    settings = self._config(adapter_config=dict(
-        mh_adapter=False, original_ln_before=True, activation="silu", leave_out=[1])
-                            ).adapter_settings()
-    self.assertEqual(
-        (settings.adapter_size, settings.mh_adapter, settings.original_ln_before,
-         settings.activation, settings.leave_out), (4, False, True, "swish", (1,)))
-    self.assertEqual(self._config().adapter_settings(),
-                     adapter_config.AdapterConfig(adapter_size=4))
-    with self.assertRaisesRegex(ValueError, r"sets \['adapter_size'\], which have their own "
-                                            r"settings: give them as \['adapter_size'\]"):
-      self._config(adapter_config=dict(adapter_size=8))
-    with self.assertRaisesRegex(ValueError, r"adapter_config=\{'ln_middle': True\}: Unknown "
-                                            r"AdapterConfig fields \['ln_middle'\]"):
-      self._config(adapter_config=dict(ln_middle=True))
 
   def test_results_have_metrics_parameters_and_timings(self):
     """Labelled non-train splits get the spec's metrics; parameter counts and timings are
@@ -149,7 +132,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(results["task"], "colours")
     self.assertEqual(results["config"]["adapter_size"], 4)
     self.assertEqual(results["export_dir"], self.export_dir)
-    with open(os.path.join(self.model_dir, classification.RESULTS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(self.model_dir, run_records.RESULTS_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), results)
 
   def test_metrics_score_the_trained_model(self):
@@ -193,7 +176,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     before = classification.predict(model, examples, preprocessor, self.config)
     expected = classification.predict(self.trained_model, examples, preprocessor, self.config)
     self.assertNotAllClose(before, expected)  # The test would be void otherwise.
-    keras_adapters.load_adapters(model, os.path.join(self.export_dir, "adapters"))
+    saving.load_adapters(model, os.path.join(self.export_dir, "adapters"))
     self.assertAllClose(classification.predict(model, examples, preprocessor, self.config),
                         expected, atol=1e-6, rtol=0)
     with open(os.path.join(self.export_dir, "adapters", "adapter_config.json"),
@@ -231,7 +214,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     restores the final checkpoint and scores exactly what the trained model scored."""
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     shutil.copytree(self.model_dir, model_dir)
-    os.remove(os.path.join(model_dir, classification.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, run_records.RESULTS_FILE))
     with mock.patch.object(trainer_lib.Trainer, "_train_loop",
                            side_effect=AssertionError("trained again")):
       results = classification.run_task(self.spec, self.splits, self.config, model_dir,
@@ -239,7 +222,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(results["metrics"], self.results["metrics"])
     self.assertEqual(results["predictions"], self.results["predictions"])
     self.assertEqual(results["parameters"], self.results["parameters"])
-    self.assertTrue(os.path.isfile(os.path.join(model_dir, classification.RESULTS_FILE)))
+    self.assertTrue(os.path.isfile(os.path.join(model_dir, run_records.RESULTS_FILE)))
 
   def test_regression_task(self):
     """A task with label_names=None trains one output on float labels, reports the spec's
@@ -274,7 +257,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
   def test_layer_norm_tuning_trains_no_adapters(self):
     """tuning="layer_norm" drops the adapter size and trains LayerNorms and head only."""
     config = self._config(tuning="layer_norm")
-    self.assertIsNone(config.adapter_size)
+    self.assertIsNone(config.model.adapter.adapter_size)
     splits = dict(train=self.splits["train"], test=self.splits["test"])
     results = classification.run_task(self.spec, splits, config,
                                    os.path.join(self.create_tempdir().full_path, "run"),
@@ -286,41 +269,6 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(parameters["total"], parameters["base"] + 16 * 3 + 3)
     self.assertIn("accuracy", results["metrics"]["test"])
     self.assertIsNone(results["config"]["adapter_size"])
-
-  @parameterized.named_parameters(
-      ("zero_epochs", dict(epochs=0.0), r"epochs=0\.0: must be positive and finite\."),
-      ("nan_epochs", dict(epochs=float("nan")), r"epochs=nan: must be positive and finite"),
-      ("infinite_epochs", dict(epochs=float("inf")), "epochs=inf: must be positive"),
-      ("nan_learning_rate", dict(learning_rate=float("nan")), "learning_rate=nan: must be"),
-      ("zero_learning_rate", dict(learning_rate=0.0), "learning_rate=0.0: must be positive"),
-      ("negative_batch_size", dict(batch_size=-1),
-       "batch_size=-1: must be a whole number of at least 1"),
-      ("fractional_batch_size", dict(batch_size=8.5), "batch_size=8.5: must be a whole"),
-      ("one_token", dict(max_seq_length=1), "max_seq_length=1: must be a whole number of at "
-       "least 2"),
-      ("warmup_of_all_steps", dict(warmup_fraction=1.0),
-       r"warmup_fraction=1\.0: must be a finite number at least 0 and below 1"),
-      ("negative_weight_decay", dict(weight_decay=-0.1), "weight_decay=-0.1: must be"),
-      ("negative_seed", dict(seed=-1), "seed=-1: must be"),
-      ("no_adapter_size", dict(adapter_size=None), "adapter_size=None: must be"),
-      ("unknown_tuning", dict(tuning="all"), "tuning='all': choose one of adapters, "),
-      ("unknown_pooling", dict(pooling="max"), "pooling='max': choose one of cls, mean"),
-      ("unknown_precision", dict(mixed_precision="half"),
-       "mixed_precision='half': choose one of float32, bfloat16, float16"),
-      ("jit_compile_not_a_bool", dict(jit_compile="yes"), "jit_compile must be True or False"))
-  def test_invalid_config(self, overrides, message):
-    """A value that cannot be trained with is a ValueError naming the field and the fix."""
-    with self.assertRaisesRegex(ValueError, message):
-      self._config(**overrides)
-
-  def test_tpu_implies_bfloat16_and_xla_with_static_shapes(self):
-    on_tpu = self._config(strategy="tpu")
-    self.assertEqual((on_tpu.mixed_precision, on_tpu.jit_compile, on_tpu.static_shapes),
-                     ("bfloat16", True, True))
-    # Static shapes stay on a TPU even without XLA asked for: it compiles every step.
-    self.assertTrue(self._config(strategy="tpu", jit_compile=False).static_shapes)
-    self.assertEqual((self.config.mixed_precision, self.config.jit_compile,
-                      self.config.static_shapes), ("float32", False, False))
 
   def test_xla_run_trains_full_static_batches_and_scores_every_example(self):
     """Under jit_compile, training drops the last partial batch (18 examples in batches of 8
@@ -351,7 +299,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     uncompiled run: the same settings reuse it, another precision is refused."""
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     shutil.copytree(self.model_dir, model_dir)
-    run_file = os.path.join(model_dir, classification.RUN_FILE)
+    run_file = os.path.join(model_dir, run_records.RUN_FILE)
     with open(run_file, encoding="utf-8") as f:
       record = json.load(f)
     for name in ("mixed_precision", "jit_compile"):
@@ -361,7 +309,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     with mock.patch.object(trainer_lib.Trainer, "_build",
                            side_effect=AssertionError("built a model")):
       classification.run_task(self.spec, self.splits, self.config, model_dir, progress_bar=False)
-      with self.assertRaisesRegex(classification.RunSettingsError,
+      with self.assertRaisesRegex(run_records.RunSettingsError,
                                   "mixed_precision='float32' there, "
                                   "mixed_precision='bfloat16' now"):
         classification.run_task(self.spec, self.splits,
@@ -374,7 +322,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"'train' split.*\['test', 'validation'\]"):
       classification.run_task(self.spec, dict(validation=self.splits["validation"],
                                            test=self.splits["test"]), self.config, model_dir)
-    self.assertFalse(os.path.exists(os.path.join(model_dir, classification.RESULTS_FILE)))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_records.RESULTS_FILE)))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""One SQuAD v1.1 run: train a span labeler, answer the evaluation questions, score, export.
+"""SQuAD v1.1 as a `Task`: train a span labeler, answer the evaluation questions, score, export.
 
-Training goes through the project's `Trainer` (checkpoints, resumption after a kill, NaN stop,
-`tf.distribute` strategies), with the same `RunConfig` as the classification experiments; the
+Runs go through the run driver (`core.train_lib.run`) like every task: checkpoints,
+resumption after a kill, the NaN stop, `tf.distribute` strategies and the run records; the
 windows and the answer search are the Model Garden's (`squad_features`), the scores the
 official v1.1 metric (`squad.evaluate`). Written to `model_dir`:
 
@@ -18,35 +18,34 @@ import dataclasses
 import hashlib
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
-import tensorflow as tf
 
-from keras_adapters.hub import compatibility
-from keras_adapters.hub import hub_encoder
-from keras_adapters.serving import qa_export
-from keras_adapters.serving import task_export
-from keras_adapters.models import adapted_bert
-from keras_adapters.models import parameter_summary
-from keras_adapters.models import saving
-from keras_adapters.models import span_labeler
+from keras_adapters.core import base_task
+from keras_adapters.core import config_definitions
+from keras_adapters.core import train_lib
 from keras_adapters.data import squad
 from keras_adapters.data import squad_features
 from keras_adapters.data import squad_tokenizer
-from keras_adapters.training import distribution
-from keras_adapters.tasks import classification
-from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.hub import compatibility
+from keras_adapters.hub import hub_encoder
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import saving
+from keras_adapters.models import span_labeler
+from keras_adapters.serving import qa_export
+from keras_adapters.serving import task_export
 from keras_adapters.utils import atomic_io
-from keras_adapters.utils import precision
-from keras_adapters.utils import provenance
-from keras_adapters.utils import run_lock
+from keras_adapters.utils import settings
+
+setting = settings.setting
 
 TASK = "squad_v1.1"
-RESULTS_FILE = "results.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
+# The held-out questions are drawn with another seed than the training subset's.
+_HOLDOUT_SEED = 1
 # Evaluation needs no gradients: larger batches than training fit.
 EVAL_BATCH_SIZE = 64
 # Published F1 on the SQuAD v1.1 dev set, printed beside ours: Houlsby et al. (2019),
@@ -61,30 +60,31 @@ ANCHORS = (
 
 @dataclasses.dataclass(frozen=True)
 class SquadConfig:
-  """The SQuAD side of a run (the model and optimiser side is `RunConfig`).
-
-  Attributes:
-    doc_stride: Tokens between the starts of consecutive windows over a long context.
-    max_query_length: Question tokens kept.
-    n_best_size: Best starts and ends searched per window; answers kept per question.
-    max_answer_length: Longest answer, in wordpieces.
-    max_train_examples: Train on a seeded subset of this many training questions (0 = all).
-    max_eval_examples: Evaluate on a seeded subset of this many questions (0 = all).
-  """
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  max_train_examples: int = 0
-  max_eval_examples: int = 0
+  """The SQuAD side of a run (the model and optimiser side is `ExperimentConfig`); each
+  field's help says what it does, and is its flag's help in `run_squad.py`."""
+  doc_stride: int = setting(128, "Tokens between consecutive windows over a context.")
+  max_query_length: int = setting(64, "Question tokens kept.")
+  n_best_size: int = setting(20, "Best starts and ends searched per window; answers in "
+                             "nbest_predictions.json.")
+  max_answer_length: int = setting(30, "Longest answer, in wordpieces.")
+  max_train_examples: int = setting(
+      0, "Train on a seeded subset of this many training questions (0 = all).")
+  max_eval_examples: int = setting(
+      0, "Evaluate on a seeded subset of this many questions (0 = all).")
+  holdout_questions: int = setting(
+      0, "Hold out this many seeded training questions: never trained on, they are answered "
+      "and scored in place of the evaluation file, to choose settings without the dev set.")
 
   def __post_init__(self):
     for name in ("n_best_size", "max_answer_length"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
-    for name in ("max_train_examples", "max_eval_examples"):
+    for name in ("max_train_examples", "max_eval_examples", "holdout_questions"):
       if getattr(self, name) < 0:
         raise ValueError(f"{name} must be 0 (all) or positive, got {getattr(self, name)}.")
+    if self.holdout_questions and self.max_eval_examples:
+      raise ValueError("holdout_questions scores held-out training questions in place of the "
+                       "evaluation file; max_eval_examples subsets that file: give one of them.")
 
   def window_settings(self, max_seq_length: int) -> squad_features.WindowSettings:
     return squad_features.WindowSettings(max_seq_length=max_seq_length,
@@ -92,192 +92,163 @@ class SquadConfig:
                                          max_query_length=self.max_query_length)
 
 
-def build_model(config: classification.RunConfig):
-  """The span labeler of `config`: its encoder with its tuning policy, and the span head."""
-  encoder = adapted_bert.AdaptedBert(config.hub_handle, adapter_config=config.adapter_settings())
-  return span_labeler.build_span_labeler(encoder)
-
-
-def run_definition(train: squad.SquadData, train_ids: Optional[List[str]],
-                   config: classification.RunConfig, squad_config: SquadConfig,
-                   base_fingerprint: str) -> Dict[str, Any]:
-  """What defines a run, recorded in its folder's `run.json`: the training data (file and
-  questions), the base encoder, and every setting that changes what is learnt."""
-  questions = train.question_ids if train_ids is None else train_ids
-  return dict(
-      task=TASK, train_file_sha256=train.sha256, train_questions=len(questions),
-      train_questions_sha256=_sha256(questions), base_fingerprint=base_fingerprint,
-      config={name: value for name, value in dataclasses.asdict(config).items()
-              if name not in classification.EXECUTION_FIELDS},
-      windows=dict(doc_stride=squad_config.doc_stride,
-                   max_query_length=squad_config.max_query_length))
-
-
-def check_run_dir(model_dir: str, definition: Mapping[str, Any]) -> None:
-  """Raises `classification.RunSettingsError` unless `model_dir` is new or holds this run."""
-  recorded = atomic_io.read_json(os.path.join(model_dir, classification.RUN_FILE))
-  if recorded is None:
-    if tf.train.latest_checkpoint(model_dir) is not None:
-      raise classification.RunSettingsError(
-          f"{model_dir} holds checkpoints but no {classification.RUN_FILE} recording their "
-          "settings, so they cannot be resumed safely. Use a new model_dir.")
-    return
-  there, now = _flatten(recorded), _flatten(definition)
-  differences = [f"{name}={there.get(name)!r} there, {value!r} now"
-                 for name, value in now.items() if there.get(name) != value]
-  if differences:
-    raise classification.RunSettingsError(
-        f"{model_dir} holds a run with other settings: {'; '.join(differences)}. Use a new "
-        "model_dir for the new settings, or the recorded ones to resume or reuse that run.")
-
-
-def run_squad(train: squad.SquadData, dev: squad.SquadData, config: classification.RunConfig,
-              squad_config: SquadConfig, model_dir: str, *, feature_cache_dir: str,
-              export_dir: Optional[str] = None, progress_bar: bool = True) -> Dict[str, Any]:
-  """Trains on `train`, answers and scores `dev`, optionally exports; resumable.
-
-  Everything is checked before the first step: the settings, that the base encoder has
-  positions for `max_seq_length` and embeddings for the preprocessing model's vocabulary, that
-  `model_dir` holds no run with other settings, that the folders can be written. Rerunning
-  resumes an interrupted run; on a finished one nothing trains: it returns the recorded
-  results, after answering again (from the final checkpoint) if the evaluation questions or
-  the answer search changed, and exporting to an `export_dir` the results do not record.
+class QuestionAnsweringTask(base_task.Task):
+  """SQuAD v1.1: a span labeler trained on `train`, answering and scored on `dev`.
 
   Args:
     train: Checked training data.
     dev: Checked evaluation data.
-    config: Model, optimiser and distribution settings; `max_seq_length` is the window
-      length (`pooling` is not used: the span head reads every token).
+    config: The run's settings; `data.max_seq_length` is the window length (`model.pooling`
+      is not used: the span head reads every token).
     squad_config: Windows, answer search and data subsets.
-    model_dir: Folder of `run.json`, the checkpoints, logs, predictions and results.
     feature_cache_dir: Root of the cached windows, shared by runs on the same data.
-    export_dir: If set, receives `saved_model/` (question and context strings in, answer
-      out) and `adapters/` (the adapter-only artifact).
-    progress_bar: Whether to show the training progress bar.
-
-  Returns:
-    The results dict also written to `model_dir/results.json`.
-
-  Raises:
-    classification.RunSettingsError: `model_dir` holds a run with other settings.
-    run_lock.ModelDirBusyError: Another run is using `model_dir`.
-    ValueError: A setting the base or the preprocessing model cannot serve; the message
-      names the argument.
   """
-  base = hub_encoder.read_hub_encoder(config.hub_handle)
-  compatibility.check_seq_length(config.max_seq_length, base.config)
-  settings = squad_config.window_settings(config.max_seq_length)
-  tokenizer = squad_tokenizer.PreprocessingTokenizer(
-      config.preprocess_handle, encoder_config=base.config, encoder_tokenizer=base.tokenizer)
-  if base.tokenizer is None:  # Else the tokenizer's vocabulary was compared with the encoder's.
-    compatibility.check_unknown_tokens(
-        compatibility.load_preprocessor(config.preprocess_handle),
-        (text for article in train.articles for paragraph in article["paragraphs"]
-         for text in [paragraph["context"]] + [qa["question"] for qa in paragraph["qas"]]),
-        base.config, base.tokenizer, hub_handle=config.hub_handle,
-        preprocess_handle=config.preprocess_handle)
-  train_ids = squad.sample_question_ids(train, squad_config.max_train_examples)
-  definition = run_definition(train, train_ids, config, squad_config, base.fingerprint)
-  check_run_dir(model_dir, definition)
-  atomic_io.make_writable_dir(model_dir, "model_dir")
-  if export_dir:
-    atomic_io.make_writable_dir(export_dir, "export_dir")
+
+  def __init__(self, train: squad.SquadData, dev: squad.SquadData,
+               config: config_definitions.ExperimentConfig, squad_config: SquadConfig, *,
+               feature_cache_dir: str):
+    super().__init__(config)
+    self.train, self.dev, self.squad_config = train, dev, squad_config
+    self.feature_cache_dir = feature_cache_dir
+    self.settings = squad_config.window_settings(config.data.max_seq_length)
+    if squad_config.holdout_questions:
+      if dev.sha256 != train.sha256:
+        raise ValueError("holdout_questions scores held-out training questions: pass the "
+                         f"training file as the evaluation data too, not {dev.source}.")
+      self.eval_ids = squad.sample_question_ids(train, squad_config.holdout_questions,
+                                                seed=_HOLDOUT_SEED)
+    else:
+      self.eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
+    self.train_ids = squad.sample_question_ids(
+        train, squad_config.max_train_examples,
+        exclude=self.eval_ids if squad_config.holdout_questions else ())
+    self._base = None
+    self._tokenizer = None
+    self._train_features = None
+
+  @property
+  def name(self) -> str:
+    return TASK
+
+  def _read_base(self):
+    if self._base is None:
+      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle)
+    return self._base
+
+  def prepare(self) -> None:
+    model = self.config.model
+    base = self._read_base()
+    compatibility.check_seq_length(self.config.data.max_seq_length, base.config)
+    self._tokenizer = squad_tokenizer.PreprocessingTokenizer(
+        model.preprocess_handle, encoder_config=base.config, encoder_tokenizer=base.tokenizer)
+    if base.tokenizer is None:  # Else the tokenizer's vocabulary was compared with the base's.
+      compatibility.check_unknown_tokens(
+          compatibility.load_preprocessor(model.preprocess_handle),
+          (text for article in self.train.articles for paragraph in article["paragraphs"]
+           for text in [paragraph["context"]] + [qa["question"] for qa in paragraph["qas"]]),
+          base.config, base.tokenizer, hub_handle=model.hub_handle,
+          preprocess_handle=model.preprocess_handle)
+
+  def definition(self) -> Dict[str, Any]:
+    questions = self.train.question_ids if self.train_ids is None else self.train_ids
+    return dict(
+        task=TASK, train_file_sha256=self.train.sha256, train_examples=len(questions),
+        train_fingerprint="sha256:" + _sha256(questions),
+        base_fingerprint=self._read_base().fingerprint, config=self.config.definition(),
+        windows=dict(doc_stride=self.squad_config.doc_stride,
+                     max_query_length=self.squad_config.max_query_length))
+
+  def check_export_dir(self, export_dir: str) -> None:
     task_export.check_export_dir(os.path.join(export_dir, "saved_model"),
                                  task_export.QA_EXPORT, fix=(
                                      "Pass another export_dir, or move that folder away."))
 
-  strategy = distribution.get_strategy(config.strategy, tpu=config.tpu)
-  # One run per folder, held by the chief, as in `classification.run_task`.
-  with run_lock.hold(model_dir, enabled=strategy.extended.should_checkpoint), \
-      precision.policy_scope(config.mixed_precision):
-    return _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cache_dir,
-                              export_dir, progress_bar, strategy, tokenizer, train_ids,
-                              definition)
+  def _training_features(self):
+    if self._train_features is None:
+      self._train_features = squad_features.load_features(
+          self.train, self._tokenizer, self.settings, training=True,
+          cache_dir=self.feature_cache_dir).select(self.train_ids)
+    return self._train_features
 
+  def steps_per_epoch(self) -> int:
+    return squad_features.num_training_batches(
+        self._training_features(), self.config.trainer.batch_size,
+        self.config.data.max_seq_length, static_shapes=self.config.static_shapes)
 
-def _run_in_locked_dir(train, dev, config, squad_config, model_dir, feature_cache_dir,
-                       export_dir, progress_bar, strategy, tokenizer, train_ids, definition):
-  """`run_squad` once everything is checked and `model_dir` is this run's."""
-  settings = squad_config.window_settings(config.max_seq_length)
-  is_chief = strategy.extended.should_checkpoint
-  if is_chief:
-    atomic_io.remove_leftovers(model_dir)
-    if not tf.io.gfile.exists(os.path.join(model_dir, classification.RUN_FILE)):
-      atomic_io.write_json(os.path.join(model_dir, classification.RUN_FILE), definition)
-  results_path = os.path.join(model_dir, RESULTS_FILE)
-  results = atomic_io.read_json(results_path)
-  eval_ids = squad.sample_question_ids(dev, squad_config.max_eval_examples)
-  evaluation = dict(eval_file_sha256=dev.sha256,
-                    eval_questions_sha256=_sha256(eval_ids or dev.question_ids),
-                    n_best_size=squad_config.n_best_size,
-                    max_answer_length=squad_config.max_answer_length)
-  to_evaluate = results is None or results.get("evaluation") != evaluation
-  to_export = bool(export_dir) and (results is None or results.get("export_dir") != export_dir)
-  if not to_evaluate and not to_export:
-    return results
+  def build_model(self):
+    return build_model(self.config)
 
-  start = time.time()
-  train_features = squad_features.load_features(
-      train, tokenizer, settings, training=True, cache_dir=feature_cache_dir).select(train_ids)
-  steps_per_epoch = squad_features.num_training_batches(
-      train_features, config.batch_size, config.max_seq_length,
-      static_shapes=config.static_shapes)
-  num_train_steps = max(1, round(config.epochs * steps_per_epoch))
+  def loss(self, labels, outputs):
+    return span_labeler.span_loss(labels, outputs)
 
-  def train_data(shuffle_seed):
+  def train_dataset(self, shuffle_seed: int):
     return squad_features.training_dataset(
-        train_features, batch_size=config.batch_size, seed=shuffle_seed,
-        max_seq_length=config.max_seq_length, static_shapes=config.static_shapes)
+        self._training_features(), batch_size=self.config.trainer.batch_size,
+        seed=shuffle_seed, max_seq_length=self.config.data.max_seq_length,
+        static_shapes=self.config.static_shapes)
 
-  trainer = trainer_lib.Trainer(
-      lambda: build_model(config), span_labeler.span_loss, train_data,
-      num_train_steps=num_train_steps, learning_rate=config.learning_rate,
-      model_dir=model_dir, warmup_fraction=config.warmup_fraction,
-      weight_decay=config.weight_decay, strategy=strategy,
-      checkpoint_every_steps=config.checkpoint_every_steps, seed=config.seed,
-      log_every_steps=max(1, min(50, num_train_steps // 10)), progress_bar=progress_bar,
-      jit_compile=config.jit_compile)
-  if results is not None and trainer.finished_result() is None:
-    raise ValueError(f"{model_dir} holds the results of a finished run but not its final "
-                     "checkpoint, so it cannot answer again or export. Use a new model_dir.")
-  train_result = trainer.train()
-  model = trainer.model
-  if model is None:  # Finished earlier: restore the final weights.
-    with strategy.scope():
-      model = build_model(config)
-    tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
-  if results is None:
-    summary = parameter_summary.parameter_summary(model)
-    results = dict(
-        task=TASK, config=dataclasses.asdict(config), squad=dataclasses.asdict(squad_config),
-        train_source=train.source, train_file_sha256=train.sha256,
+  def initial_results(self, train_result, steps_per_epoch) -> Dict[str, Any]:
+    del steps_per_epoch  # SQuAD records windows per second instead.
+    train_features = self._training_features()
+    return dict(
+        squad=dataclasses.asdict(self.squad_config), train_source=self.train.source,
+        train_file_sha256=self.train.sha256,
         train_questions=len(set(train_features.question_ids)),
-        train_windows=len(train_features), num_train_steps=num_train_steps,
-        resumed_from_step=train_result.start_step, train_seconds=train_result.wall_time_s,
+        train_windows=len(train_features), resumed_from_step=train_result.start_step,
         train_examples_per_second=train_result.examples_per_sec,
-        tokenizer=dict(vocab_file=tokenizer.vocab_file,
-                       do_lower_case=tokenizer.do_lower_case),
-        parameters=dict(trainable=summary.trainable, total=summary.total, base=summary.base,
-                        adapters=summary.adapters,
-                        trainable_percent_of_base=100.0 * summary.trainable / summary.base))
-  if to_evaluate:
+        tokenizer=dict(vocab_file=self._tokenizer.vocab_file,
+                       do_lower_case=self._tokenizer.do_lower_case))
+
+  def _evaluation(self):
+    """What the recorded scores were computed on: the questions and the answer search."""
+    return dict(eval_file_sha256=self.dev.sha256,
+                eval_questions_sha256=_sha256(self.eval_ids or self.dev.question_ids),
+                n_best_size=self.squad_config.n_best_size,
+                max_answer_length=self.squad_config.max_answer_length)
+
+  def pending_evaluations(self, results) -> List[str]:
+    current = results is not None and results.get("evaluation") == self._evaluation()
+    return [] if current else ["dev"]
+
+  def evaluate(self, model, results, pending, output_dir) -> None:
+    if not pending:
+      return
     eval_features = squad_features.load_features(
-        dev, tokenizer, settings, training=False, cache_dir=feature_cache_dir).select(eval_ids)
-    results.update(_evaluate(model, tokenizer, dev, eval_ids, eval_features, config,
-                             squad_config,
-                             model_dir if is_chief else None),
-                   squad=dataclasses.asdict(squad_config), evaluation=evaluation,
-                   feature_build_seconds=dict(train=train_features.build_seconds,
+        self.dev, self._tokenizer, self.settings, training=False,
+        cache_dir=self.feature_cache_dir).select(self.eval_ids)
+    results.update(_evaluate(model, self._tokenizer, self.dev, self.eval_ids, eval_features,
+                             self.config, self.squad_config, output_dir),
+                   squad=dataclasses.asdict(self.squad_config), evaluation=self._evaluation(),
+                   feature_build_seconds=dict(train=self._training_features().build_seconds,
                                               eval=eval_features.build_seconds))
-  if to_export:
-    export(model, tokenizer, config, squad_config, export_dir)
-    results["export_dir"] = export_dir
-  results["total_seconds"] = results.get("total_seconds", 0.0) + time.time() - start
-  # One entry per session that trained, evaluated or exported: a run may span several.
-  results[provenance.KEY] = results.get(provenance.KEY, []) + [provenance.record()]
-  if is_chief:
-    atomic_io.write_json(results_path, results)
-  return results
+
+  def export(self, model, export_dir) -> None:
+    export(model, self._tokenizer, self.config, self.squad_config, export_dir)
+
+
+def build_model(config: config_definitions.ExperimentConfig):
+  """The span labeler of `config`: its encoder with its adapters, and the span head."""
+  encoder = adapted_bert.AdaptedBert(config.model.hub_handle,
+                                     adapter_config=config.model.adapter)
+  return span_labeler.build_span_labeler(encoder)
+
+
+def run_squad(train: squad.SquadData, dev: squad.SquadData,
+              config: config_definitions.ExperimentConfig, squad_config: SquadConfig,
+              model_dir: str, *, feature_cache_dir: str, export_dir: Optional[str] = None,
+              progress_bar: bool = True) -> Dict[str, Any]:
+  """Trains on `train`, answers and scores `dev`, optionally exports; resumable.
+
+  `train_lib.run(QuestionAnsweringTask(...), ...)`: see there for resumption, the records
+  and the errors. A finished run answers again (from its final checkpoint) when the
+  evaluation questions or the answer search changed.
+
+  Returns:
+    The results also written to `model_dir/results.json`.
+  """
+  task = QuestionAnsweringTask(train, dev, config, squad_config,
+                               feature_cache_dir=feature_cache_dir)
+  return train_lib.run(task, model_dir, export_dir=export_dir, progress_bar=progress_bar)
 
 
 def _evaluate(model, tokenizer, dev, eval_ids, eval_features, config, squad_config,
@@ -289,8 +260,8 @@ def _evaluate(model, tokenizer, dev, eval_ids, eval_features, config, squad_conf
   start = time.time()
   start_logits, end_logits = squad_features.predict_logits(
       model, eval_features, EVAL_BATCH_SIZE, max_seq_length=(
-          config.max_seq_length if config.static_shapes else None),
-      jit_compile=config.jit_compile)
+          config.data.max_seq_length if config.static_shapes else None),
+      jit_compile=config.runtime.jit_compile)
   predict_seconds = time.time() - start
   examples = squad_features.read_examples(dev, training=False)
   if eval_ids is not None:
@@ -310,32 +281,21 @@ def _evaluate(model, tokenizer, dev, eval_ids, eval_features, config, squad_conf
               eval_windows_per_second=len(eval_features) / max(predict_seconds, 1e-9))
 
 
-def export(model, tokenizer, config: classification.RunConfig, squad_config: SquadConfig,
+def export(model, tokenizer, config: config_definitions.ExperimentConfig, squad_config: SquadConfig,
            export_dir: str) -> None:
   """Writes `saved_model/` (raw strings in, answers out) and `adapters/` under `export_dir`."""
   logging.info("Exporting the QA SavedModel and the adapter-only artifact to %s...", export_dir)
   qa_export.export_qa(
       model, tokenizer, os.path.join(export_dir, "saved_model"),
-      settings=squad_config.window_settings(config.max_seq_length),
+      settings=squad_config.window_settings(config.data.max_seq_length),
       n_best_size=squad_config.n_best_size, max_answer_length=squad_config.max_answer_length)
   saving.save_adapters(
       model, os.path.join(export_dir, "adapters"),
       metadata=dict(task=TASK, head="span_labeler",
-                    max_seq_length=config.max_seq_length, **{
+                    max_seq_length=config.data.max_seq_length, **{
                         name: getattr(squad_config, name) for name in (
                             "doc_stride", "max_query_length", "n_best_size",
                             "max_answer_length")}))
-
-
-def _flatten(record: Mapping[str, Any]) -> Dict[str, Any]:
-  """`{"a": {"b": 1}, "c": 2}` as `{"a.b": 1, "c": 2}`."""
-  flat = {}
-  for key, value in record.items():
-    if isinstance(value, dict):
-      flat.update({f"{key}.{name}": inner for name, inner in value.items()})
-    else:
-      flat[key] = value
-  return flat
 
 
 def _sha256(question_ids: Sequence[str]) -> str:

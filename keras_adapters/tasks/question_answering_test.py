@@ -10,12 +10,13 @@ from unittest import mock
 
 import tensorflow as tf
 
+from keras_adapters.core import config_definitions
+from keras_adapters.core import run_records
 from keras_adapters.hub import testing
 from keras_adapters.models import saving
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
 from keras_adapters.data import squad_testing
-from keras_adapters.tasks import classification
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import run_lock
 
@@ -38,7 +39,7 @@ class RunSquadTest(tf.test.TestCase):
     cls.addClassCleanup(shutil.rmtree, cls.root)
     cls.data = squad.read_squad_file(squad_testing.write_tiny_squad(os.path.join(cls.root, "squad.json")),
                                      training=True)
-    cls.config = classification.RunConfig(
+    cls.config = config_definitions.ExperimentConfig.from_settings(
         hub_handle=testing.tiny_hub_handle(), preprocess_handle=testing.tiny_preprocess_handle(),
         tuning="full", adapter_size=None, learning_rate=2e-2, epochs=20.0, batch_size=4,
         max_seq_length=32)
@@ -126,11 +127,37 @@ class RunSquadTest(tf.test.TestCase):
     with open(os.path.join(model_dir, question_answering.PREDICTIONS_FILE), encoding="utf-8") as f:
       self.assertLen(json.load(f), 2)
 
+  def test_held_out_training_questions_are_scored_and_never_trained_on(self):
+    """holdout_questions=1: one seeded training question is answered and scored in place of
+    the evaluation file; the other three train; another evaluation file is refused."""
+    model_dir = os.path.join(self.root, "held_out")
+    results = self.run_squad(self.config.replace(epochs=1.0), model_dir,
+                             dataclasses.replace(_SQUAD_CONFIG, holdout_questions=1))
+    self.assertEqual((results["train_questions"], results["eval_questions"]), (3, 1))
+    with open(os.path.join(model_dir, question_answering.PREDICTIONS_FILE),
+              encoding="utf-8") as f:
+      (held_out,) = json.load(f)
+    task = question_answering.QuestionAnsweringTask(
+        self.data, self.data, self.config, dataclasses.replace(_SQUAD_CONFIG,
+                                                               holdout_questions=1),
+        feature_cache_dir=os.path.join(self.root, "features"))
+    self.assertEqual(task.eval_ids, [held_out])
+    self.assertNotIn(held_out, task.train_ids)
+    self.assertLen(task.train_ids, 3)
+    other = squad.read_squad_file(squad_testing.write_tiny_squad(
+        os.path.join(self.create_tempdir().full_path, "other.json"), seed=1),
+        training=False)
+    with self.assertRaisesRegex(ValueError, "pass the training file as the evaluation data"):
+      question_answering.QuestionAnsweringTask(
+          self.data, other, self.config, dataclasses.replace(_SQUAD_CONFIG,
+                                                             holdout_questions=1),
+          feature_cache_dir=self.root)
+
   def test_other_settings_in_a_run_folder_are_refused(self):
-    with self.assertRaisesRegex(classification.RunSettingsError,
-                                r"config.learning_rate=0.02 there, 0.001 now"):
-      self.run_squad(dataclasses.replace(self.config, learning_rate=1e-3), self.model_dir)
-    with self.assertRaisesRegex(classification.RunSettingsError, r"train_questions=4 there, 2 now"):
+    with self.assertRaisesRegex(run_records.RunSettingsError,
+                                r"learning_rate=0.02 there, learning_rate=0.001 now"):
+      self.run_squad(self.config.replace(learning_rate=1e-3), self.model_dir)
+    with self.assertRaisesRegex(run_records.RunSettingsError, r"training data of 4 examples \(sha256:\w+\) there, 2 "):
       self.run_squad(self.config, self.model_dir,
                      dataclasses.replace(_SQUAD_CONFIG, max_train_examples=2))
 
@@ -149,12 +176,12 @@ class RunSquadTest(tf.test.TestCase):
   def test_window_longer_than_the_encoder_is_refused_before_training(self):
     with self.assertRaisesRegex(ValueError, r"max_seq_length=64 is more than the base "
                                 r"encoder's 32 position embeddings"):
-      self.run_squad(dataclasses.replace(self.config, max_seq_length=64),
+      self.run_squad(self.config.replace(max_seq_length=64),
                      os.path.join(self.root, "too_long"))
     self.assertFalse(os.path.exists(os.path.join(self.root, "too_long")))
 
   def test_resumes_after_a_kill(self):
-    config = dataclasses.replace(self.config, tuning="adapters", adapter_size=4, epochs=1.0,
+    config = self.config.replace(tuning="adapters", adapter_size=4, epochs=1.0,
                                  checkpoint_every_steps=1)
     model_dir = os.path.join(self.root, "killed")
     save = trainer_lib.Trainer._save
@@ -167,9 +194,9 @@ class RunSquadTest(tf.test.TestCase):
       with self.assertRaises(KeyboardInterrupt):
         self.run_squad(config, model_dir)
     self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-1"))
-    self.assertFalse(os.path.exists(os.path.join(model_dir, question_answering.RESULTS_FILE)))
-    with self.assertRaisesRegex(classification.RunSettingsError, r"config.seed=0 there, 1 now"):
-      self.run_squad(dataclasses.replace(config, seed=1), model_dir)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, run_records.RESULTS_FILE)))
+    with self.assertRaisesRegex(run_records.RunSettingsError, r"seed=0 there, seed=1 now"):
+      self.run_squad(config.replace(seed=1), model_dir)
     results = self.run_squad(config, model_dir)
     self.assertEqual((results["resumed_from_step"], results["num_train_steps"]), (1, 3))
     self.assertEqual(tf.train.latest_checkpoint(model_dir), os.path.join(model_dir, "ckpt-3"))

@@ -9,9 +9,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.core import config_definitions
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.data import examples as examples_lib
-from keras_adapters.tasks import classification
 from keras_adapters.training import trainer as trainer_lib
 
 SEQ_LENGTH = 16
@@ -49,7 +49,7 @@ def run_config(**overrides):
                 adapter_size=4, learning_rate=1e-2, epochs=1.0, batch_size=8,
                 max_seq_length=SEQ_LENGTH, checkpoint_every_steps=100)
   values.update(overrides)
-  return classification.RunConfig(**values)
+  return config_definitions.ExperimentConfig.from_settings(**values)
 
 
 def write_csv(path, count=30, seed=0, header=("review", "sentiment"),

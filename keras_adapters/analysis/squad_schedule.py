@@ -1,0 +1,182 @@
+"""SQuAD v1.1 at the paper's schedule, on a CPU budget: each method its own epochs and rate.
+
+The paper does not give adapters and fine-tuning one budget on SQuAD: adapters train 3, 10 or
+20 epochs, fine-tuning 2, 3 or 5, each at its own learning rate (Houlsby et al. 2019,
+Section 3.5). Here, in two resumable grids of runs (`core.grid`):
+
+1. **Search**, never on the dev set: each point trains on a seeded subset of the training
+   file and is scored on held-out training questions (`SquadConfig.holdout_questions`).
+   Adapters (m=64 and m=256) over epochs {1, 2, 3} and rates around 1e-3; full fine-tuning
+   over epochs {1, 2} and rates 5e-5 and 1e-4.
+2. **Selected**: each method's best point by held-out F1, trained on the budget's training
+   questions and scored once on the full dev set.
+"""
+
+import dataclasses
+import itertools
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from keras_adapters.analysis import method_comparison
+from keras_adapters.core import config_definitions
+from keras_adapters.core import grid
+from keras_adapters.data import squad
+from keras_adapters.tasks import question_answering
+
+SEARCH_FILE = "schedule_search.json"
+SELECTED_FILE = "paper_schedule.json"
+SELECTED_MARKDOWN = "paper_schedule.md"
+# The search grid of each method: the paper's grids cut to a CPU budget.
+SEARCH = dict(
+    adapters=dict(adapter_size=(64, 256), learning_rate=(1e-3, 2e-3), epochs=(1.0, 2.0, 3.0)),
+    full=dict(learning_rate=(5e-5, 1e-4), epochs=(1.0, 2.0)))
+# Questions each search point trains on, and the held-out training questions it is scored
+# on (about 2,000 windows, a tenth of the final budget, and 1,000 questions).
+SEARCH_TRAIN_QUESTIONS = 2000
+HOLDOUT_QUESTIONS = 1000
+_SETTINGS = ("adapter_size", "learning_rate", "epochs")
+
+RunSquad = Callable[..., Mapping[str, Any]]
+
+
+def search_points(base_config: config_definitions.ExperimentConfig,
+                  num_layers: int) -> List[grid.Point]:
+  """Every point of `SEARCH`: key `<method>[-m<size>]-lr<rate>-e<epochs>`, its config."""
+  points = []
+  for method, axes in SEARCH.items():
+    method_config = method_comparison.method_config(base_config, method, num_layers)
+    names = list(axes)
+    for values in itertools.product(*(axes[name] for name in names)):
+      settings = dict(zip(names, values))
+      key = "-".join([method] + ([f"m{settings['adapter_size']}"] if "adapter_size" in settings
+                                 else []) + [f"lr{settings['learning_rate']:g}",
+                                             f"e{settings['epochs']:g}"])
+      points.append(grid.Point(key, method_config.replace(**settings)))
+  return points
+
+
+def run_search(train: squad.SquadData, base_config: config_definitions.ExperimentConfig,
+               squad_config: question_answering.SquadConfig, num_layers: int, model_dir: str,
+               results_dir: str, *, run_squad: RunSquad) -> Dict[str, Dict[str, Any]]:
+  """Runs the search grid (`<model_dir>/search/<key>`); writes and returns its records.
+
+  Args:
+    train: The training file; the search trains on a subset and scores held-out questions.
+    base_config: The settings every point shares (base, batch, windows).
+    squad_config: Windows and answer search; the subsets are the search's own.
+    num_layers: The base's layers (for the method configs).
+    model_dir: Root of the runs.
+    results_dir: Where `schedule_search.json` is written.
+    run_squad: `question_answering.run_squad`, or a stand-in in tests.
+  """
+  search_config = dataclasses.replace(squad_config, max_train_examples=SEARCH_TRAIN_QUESTIONS,
+                                      max_eval_examples=0,
+                                      holdout_questions=HOLDOUT_QUESTIONS)
+  path = os.path.join(results_dir, SEARCH_FILE)
+  identity = _identity(train, base_config, search_config)
+  previous = grid.read(path, identity, identity_of=lambda content: content.get("identity"))
+
+  def run_point(point):
+    results = run_squad(train, train, point.settings, search_config,
+                        os.path.join(model_dir, "search", point.key))
+    return _row(point.settings, results)
+
+  def write(records):
+    grid.write(path, dict(identity=identity, points=records))
+
+  return grid.run(search_points(base_config, num_layers), run_point,
+                  done=previous.get("points"), write=write)
+
+
+def select(search: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+  """Each method's point with the best held-out F1 (ties: the fewer epochs)."""
+  best: Dict[str, Dict[str, Any]] = {}
+  for key, row in search.items():
+    method = row["method"]
+    if method not in best or (row["f1"], -row["epochs"]) > (best[method]["f1"],
+                                                            -best[method]["epochs"]):
+      best[method] = dict(row, key=key)
+  return best
+
+
+def run_selected(train: squad.SquadData, dev: squad.SquadData,
+                 base_config: config_definitions.ExperimentConfig,
+                 squad_config: question_answering.SquadConfig,
+                 search: Mapping[str, Mapping[str, Any]], num_layers: int, model_dir: str,
+                 results_dir: str, *, run_squad: RunSquad) -> Dict[str, Any]:
+  """Trains each method's selected point on `squad_config`'s budget, scores it on `dev`;
+  writes and returns `paper_schedule.json` (and `.md`)."""
+  selection = select(search)
+  points = {point.key: point for point in search_points(base_config, num_layers)}
+  path = os.path.join(results_dir, SELECTED_FILE)
+  identity = dict(_identity(train, base_config, squad_config), eval_file_sha256=dev.sha256,
+                  selection={method: row["key"] for method, row in selection.items()})
+  previous = grid.read(path, identity, identity_of=lambda content: content.get("identity"))
+
+  def run_point(point):
+    method_dir = os.path.join(model_dir, "schedule", point.key)
+    results = run_squad(train, dev, points[selection[point.key]["key"]].settings,
+                        squad_config, method_dir, export_dir=os.path.join(method_dir, "export"))
+    return dict(_row(points[selection[point.key]["key"]].settings, results),
+                selected_by=dict(search_key=selection[point.key]["key"],
+                                 heldout_f1=selection[point.key]["f1"]))
+
+  def write(records):
+    grid.write(path, dict(identity=identity, methods=records))
+
+  records = grid.run([grid.Point(method) for method in selection], run_point,
+                     done=previous.get("methods"), write=write)
+  return dict(identity=identity, methods=records)
+
+
+def _identity(train, config, squad_config):
+  """What a results file's rows share: the data, the base, the batch and the windows."""
+  shared = config.settings()
+  return dict(train_file_sha256=train.sha256, squad=dataclasses.asdict(squad_config),
+              **{name: shared[name] for name in ("hub_handle", "batch_size",
+                                                 "max_seq_length", "seed")})
+
+
+def _row(config, results):
+  """One run's line of a table."""
+  settings = config.settings()
+  return dict(method=settings["tuning"],
+              **{name: settings[name] for name in _SETTINGS},
+              exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
+              trained_parameters=results["parameters"]["trainable"],
+              trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
+              train_questions=results["train_questions"],
+              eval_questions=results["eval_questions"],
+              train_minutes=results["train_seconds"] / 60)
+
+
+def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]],
+             equal_budget: Optional[Mapping[str, Mapping[str, Any]]]) -> str:
+  """The selected runs' table, the equal-budget rows beside them, then the search."""
+  lines = ["SQuAD v1.1 dev set (official v1.1 metric, %), each method at its own selected "
+           "schedule, and at one equal budget.", "",
+           "| method | schedule | m | epochs | learning rate | EM | F1 | trained params | "
+           "% of base | train min (2 cores) |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for method, row in selected["methods"].items():
+    lines.append(_markdown_row(method, "selected", row))
+  for method, results in (equal_budget or {}).items():
+    config = results["config"]
+    lines.append(_markdown_row(method, "equal budget", dict(
+        adapter_size=config.get("adapter_size"), epochs=config["epochs"],
+        learning_rate=config["learning_rate"], exact_match=results["metrics"]["exact_match"],
+        f1=results["metrics"]["f1"], trained_parameters=results["parameters"]["trainable"],
+        trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
+        train_minutes=results["train_seconds"] / 60)))
+  lines += ["", f"The search: {SEARCH_TRAIN_QUESTIONS:,} training questions per point, scored "
+            f"on {HOLDOUT_QUESTIONS:,} held-out training questions (never the dev set).", "",
+            "| point | held-out EM | held-out F1 | train min |", "|---|---|---|---|"]
+  lines += [f"| {key} | {row['exact_match']:.2f} | {row['f1']:.2f} | "
+            f"{row['train_minutes']:.1f} |" for key, row in search.items()]
+  return "\n".join(lines) + "\n"
+
+
+def _markdown_row(method, schedule, row):
+  size = "–" if row.get("adapter_size") is None else row["adapter_size"]
+  return (f"| {method} | {schedule} | {size} | {row['epochs']:g} | {row['learning_rate']:g} | "
+          f"{row['exact_match']:.2f} | {row['f1']:.2f} | {row['trained_parameters']:,} | "
+          f"{row['trainable_percent_of_base']:.2f} | {row['train_minutes']:.1f} |")

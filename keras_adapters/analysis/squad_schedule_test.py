@@ -1,0 +1,116 @@
+"""Tests of the SQuAD paper-schedule search and selection, with a stand-in for the runs."""
+
+import os
+
+import tensorflow as tf
+
+from keras_adapters.analysis import squad_schedule
+from keras_adapters.core import config_definitions
+from keras_adapters.core import grid
+from keras_adapters.data import squad
+from keras_adapters.data import squad_testing
+from keras_adapters.tasks import question_answering
+
+
+def _fake_f1(settings):
+  """Adapters best at m=64, lr 2e-3, 3 epochs; full fine-tuning best at lr 1e-4, 1 epoch."""
+  if settings["tuning"] == "adapters":
+    return 50 + settings["epochs"] + (settings["learning_rate"] == 2e-3) - (
+        settings["adapter_size"] == 256)
+  return 60 - settings["epochs"] + (settings["learning_rate"] == 1e-4)
+
+
+class FakeRuns:
+  """Records each run asked for and returns results as `run_squad` does."""
+
+  def __init__(self, fail_at=None):
+    self.calls, self.fail_at = [], fail_at
+
+  def __call__(self, train, dev, config, squad_config, model_dir, export_dir=None):
+    if len(self.calls) == self.fail_at:
+      raise KeyboardInterrupt("stopped")
+    self.calls.append((os.path.basename(model_dir), squad_config, dev, export_dir))
+    settings = config.settings()
+    return dict(metrics=dict(exact_match=_fake_f1(settings) - 10, f1=_fake_f1(settings)),
+                parameters=dict(trainable=100 if settings["tuning"] == "adapters" else 10_000,
+                                trainable_percent_of_base=1.0),
+                train_questions=squad_config.max_train_examples,
+                eval_questions=squad_config.holdout_questions or 4,
+                train_seconds=60.0 * settings["epochs"])
+
+
+class SquadScheduleTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    root = self.create_tempdir().full_path
+    self.train = squad.read_squad_file(
+        squad_testing.write_tiny_squad(os.path.join(root, "train.json")), training=True)
+    self.dev = squad.read_squad_file(
+        squad_testing.write_tiny_squad(os.path.join(root, "dev.json"), seed=1), training=False)
+    self.config = config_definitions.ExperimentConfig.from_settings(
+        hub_handle="hub", preprocess_handle="preprocess")
+    self.squad_config = question_answering.SquadConfig(max_train_examples=20000)
+    self.model_dir, self.results_dir = os.path.join(root, "runs"), os.path.join(root, "results")
+
+  def _search(self, runs):
+    return squad_schedule.run_search(self.train, self.config, self.squad_config, 6,
+                                     self.model_dir, self.results_dir, run_squad=runs)
+
+  def test_the_grid_is_the_issue_s(self):
+    keys = [point.key for point in squad_schedule.search_points(self.config, 6)]
+    self.assertLen(keys, 2 * 2 * 3 + 2 * 2)
+    self.assertIn("adapters-m256-lr0.001-e3", keys)
+    self.assertIn("full-lr5e-05-e2", keys)
+
+  def test_search_scores_held_out_training_questions_and_resumes_after_a_stop(self):
+    with self.assertRaises(KeyboardInterrupt):
+      self._search(FakeRuns(fail_at=5))
+    recorded = grid.read(os.path.join(self.results_dir, squad_schedule.SEARCH_FILE), {})
+    self.assertLen(recorded["points"], 5)
+    runs = FakeRuns()
+    search = self._search(runs)
+    self.assertLen(runs.calls, 16 - 5)
+    for _, squad_config, dev, export_dir in runs.calls:
+      self.assertIs(dev, self.train)  # Never the dev set.
+      self.assertEqual((squad_config.max_train_examples, squad_config.holdout_questions),
+                       (squad_schedule.SEARCH_TRAIN_QUESTIONS,
+                        squad_schedule.HOLDOUT_QUESTIONS))
+      self.assertIsNone(export_dir)
+    self.assertLen(search, 16)
+    self.assertEmpty(FakeRuns().calls)
+    self.assertEqual(self._search(FakeRuns(fail_at=0)), search)  # Finished: nothing runs.
+
+  def test_each_method_s_best_point_trains_on_the_budget_and_scores_the_dev_set(self):
+    search = self._search(FakeRuns())
+    selection = squad_schedule.select(search)
+    self.assertEqual({method: row["key"] for method, row in selection.items()},
+                     dict(adapters="adapters-m64-lr0.002-e3", full="full-lr0.0001-e1"))
+    runs = FakeRuns()
+    selected = squad_schedule.run_selected(self.train, self.dev, self.config,
+                                           self.squad_config, search, 6, self.model_dir,
+                                           self.results_dir, run_squad=runs)
+    self.assertEqual([call[0] for call in runs.calls], ["adapters", "full"])
+    for _, squad_config, dev, export_dir in runs.calls:
+      self.assertIs(dev, self.dev)
+      self.assertEqual((squad_config.max_train_examples, squad_config.holdout_questions),
+                       (20000, 0))
+      self.assertTrue(export_dir.endswith("export"))
+    self.assertEqual((selected["methods"]["adapters"]["epochs"],
+                      selected["methods"]["adapters"]["learning_rate"]), (3.0, 2e-3))
+    self.assertEqual(selected["methods"]["full"]["selected_by"]["search_key"],
+                     "full-lr0.0001-e1")
+    table = squad_schedule.markdown(selected, search, None)
+    self.assertIn("| adapters | selected | 64 | 3 | 0.002 |", table)
+    self.assertIn("| full-lr5e-05-e2 |", table)
+
+  def test_a_search_of_other_data_is_refused(self):
+    self._search(FakeRuns())
+    with self.assertRaisesRegex(grid.OtherIdentityError, "batch_size=32 there, 16 now"):
+      squad_schedule.run_search(self.train, self.config.replace(batch_size=16),
+                                self.squad_config, 6, self.model_dir, self.results_dir,
+                                run_squad=FakeRuns())
+
+
+if __name__ == "__main__":
+  tf.test.main()

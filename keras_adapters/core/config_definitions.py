@@ -1,0 +1,319 @@
+"""The experiment config tree: what one run is, each setting defined once.
+
+  ExperimentConfig
+  ├── model: ModelConfig        hub_handle, preprocess_handle, pooling,
+  │   └── adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
+  ├── data: DataConfig          max_seq_length
+  ├── trainer: TrainerConfig    learning_rate, epochs, batch_size, seed, weight_decay, ...
+  └── runtime: RuntimeConfig    strategy, tpu, mixed_precision, jit_compile
+
+As the Model Garden's `config_definitions`, a tree of dataclasses that YAML files and
+`--params_override` strings override by path (`trainer.learning_rate=1e-3`, parsed by the
+Model Garden's `params_dict`). Every leaf is a `settings.setting` carrying its help text; its
+flag name is unique across the tree, so the same name is the command-line flag
+(`--learning_rate`), the key in a run's record (`run.json`) and the keyword of
+`ExperimentConfig.from_settings` and `replace`. Each section checks its values when made: a bad
+one is a `UsageError` naming the setting. The adapter section is the library's
+`AdapterConfig` itself, handed unchanged to `AdaptedBert`.
+"""
+
+import dataclasses
+import typing
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+
+from official.modeling.hyperparams import params_dict
+
+from keras_adapters.hub import compatibility
+from keras_adapters.models import adapter_config as adapter_config_lib
+from keras_adapters.models import classifier
+from keras_adapters.training import distribution
+from keras_adapters.training import optimization
+from keras_adapters.utils import errors
+from keras_adapters.utils import precision
+from keras_adapters.utils import settings
+
+setting = settings.setting
+AdapterConfig = adapter_config_lib.AdapterConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The base encoder, its adapters and the head."""
+  hub_handle: Optional[str] = setting(
+      None, "TF Hub BERT encoder handle or local path; default: the embedded "
+      "all-MiniLM-L6-v2 (keras_adapters.default_hub_handle()).")
+  preprocess_handle: Optional[str] = setting(
+      None, "Matching TF Hub preprocessing handle; default: the embedded one.")
+  pooling: str = setting(
+      "cls", "Head input: mean (mean of the sequence output, what the embedded "
+      "sentence-embedding encoder was trained to produce; its pooler never was) or cls "
+      "(BERT's pooled_output, the paper's head for BERT). Not used by the SQuAD span head.",
+      choices=classifier.POOLINGS)
+  adapter: AdapterConfig = dataclasses.field(default_factory=AdapterConfig)
+
+  def __post_init__(self):
+    for name in ("hub_handle", "preprocess_handle"):
+      value = getattr(self, name)
+      if not isinstance(value, str) or not value:
+        raise errors.UsageError(f"{name}={value!r}: give a TF Hub handle or a local path.")
+    settings.check_choice("pooling", self.pooling, classifier.POOLINGS)
+    if not isinstance(self.adapter, AdapterConfig):
+      raise errors.UsageError(f"adapter={self.adapter!r}: give an AdapterConfig.")
+    if self.adapter.tuning == "adapters" and self.adapter.adapter_size is None:
+      raise errors.UsageError("adapter_size=None: must be a whole number of at least 1 with "
+                              "tuning='adapters' (the other tunings have no adapters).")
+    if self.adapter.tuning != "adapters" and self.adapter.adapter_size is not None:
+      # The baselines have no adapters: one setting, not a contradiction to resolve later.
+      object.__setattr__(self, "adapter", dataclasses.replace(self.adapter, adapter_size=None))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """How examples become model inputs."""
+  max_seq_length: int = setting(128, "Tokens per example after packing (SQuAD: per window).")
+
+  def __post_init__(self):
+    settings.check_integer("max_seq_length", self.max_seq_length,
+                           compatibility.MIN_SEQ_LENGTH)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+  """The optimiser, its schedule and the checkpoints."""
+  learning_rate: float = setting(
+      3e-4, "Peak learning rate, reached after a linear warmup over the first "
+      "--warmup_fraction of the steps, then decayed linearly to 0.")
+  epochs: float = setting(3.0, "Training epochs (fractions allowed).")
+  batch_size: int = setting(32, "Global batch size.")
+  seed: int = setting(0, "Random seed (weights of new layers, data order).")
+  weight_decay: float = setting(
+      optimization.DEFAULT_WEIGHT_DECAY, "Decoupled weight decay of AdamW (LayerNorm and "
+      "bias excluded), BERT's 0.01 by default; 0 turns it off.")
+  warmup_fraction: float = setting(optimization.DEFAULT_WARMUP_FRACTION,
+                                   "Fraction of the steps over which the learning rate warms up.")
+  checkpoint_every_steps: int = setting(200, "Checkpoint interval in steps.", execution=True)
+
+  def __post_init__(self):
+    for name in ("learning_rate", "epochs"):
+      settings.check_number(name, getattr(self, name), above=0.0)
+    settings.check_number("weight_decay", self.weight_decay, at_least=0.0)
+    settings.check_number("warmup_fraction", self.warmup_fraction, at_least=0.0, below=1.0)
+    settings.check_integer("batch_size", self.batch_size, 1)
+    settings.check_integer("seed", self.seed, 0)
+    settings.check_integer("checkpoint_every_steps", self.checkpoint_every_steps, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeConfig:
+  """Where and how the steps run; `None` is what the strategy implies: bfloat16 and XLA on
+  TPUs (the Model Garden's TPU recipe), float32 and no XLA elsewhere."""
+  strategy: str = setting("default", "tf.distribute strategy.",
+                          choices=distribution.STRATEGIES, execution=True)
+  tpu: Optional[str] = setting(None, "TPU name or address ('local' for a TPU VM).",
+                               execution=True)
+  mixed_precision: Optional[str] = setting(
+      None, "Compute dtype of the Keras mixed-precision policy; variables, LayerNorms, "
+      "softmax, logits and loss stay float32. Default: bfloat16 with --strategy=tpu, else "
+      "float32.", choices=precision.PRECISIONS)
+  jit_compile: Optional[bool] = setting(
+      None, "XLA-compile the training and evaluation steps, with every batch padded to "
+      "--max_seq_length (static shapes). Default: on with --strategy=tpu, else off.")
+
+  def __post_init__(self):
+    strategy = str(self.strategy).lower()
+    settings.check_choice("strategy", strategy, distribution.STRATEGIES)
+    object.__setattr__(self, "strategy", strategy)
+    if self.mixed_precision is None:
+      object.__setattr__(self, "mixed_precision", "bfloat16" if self.on_tpu else "float32")
+    settings.check_choice("mixed_precision", self.mixed_precision, precision.PRECISIONS)
+    if self.jit_compile is None:
+      object.__setattr__(self, "jit_compile", self.on_tpu)
+    if not isinstance(self.jit_compile, bool):
+      raise errors.UsageError(f"jit_compile must be True or False, got {self.jit_compile!r}.")
+
+  @property
+  def on_tpu(self) -> bool:
+    return self.strategy == "tpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """One run's settings: the root of the tree (see the module docstring)."""
+  model: ModelConfig
+  data: DataConfig = dataclasses.field(default_factory=DataConfig)
+  trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+  runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+  @property
+  def static_shapes(self) -> bool:
+    """Whether every batch has one shape: XLA compiles a program per shape, and TPUs compile
+    every step. Training pads to `max_seq_length` and drops the last partial batch;
+    evaluation pads its last batch with padding rows."""
+    return self.runtime.jit_compile or self.runtime.on_tpu
+
+  @classmethod
+  def from_settings(cls, **values: Any) -> "ExperimentConfig":
+    """The config of flat settings, named as their flags; the others take their defaults.
+
+    `ExperimentConfig.from_settings(hub_handle=h, preprocess_handle=p, learning_rate=1e-3)`.
+    """
+    return cls.from_dict(nested_settings(values))
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "ExperimentConfig":
+    """The config of a nested dict, as `as_dict` or a YAML file gives it."""
+    return _build(cls, values, ())
+
+  def as_dict(self) -> Dict[str, Any]:
+    """The nested dict of every setting, JSON- and YAML-serialisable."""
+    return _as_dict(self)
+
+  def settings(self) -> Dict[str, Any]:
+    """Every setting by its flag name, JSON-serialisable."""
+    nested = self.as_dict()
+    flat = {}
+    for name, path in SETTINGS.items():
+      value = nested
+      for key in path:
+        value = value[key]
+      flat[name] = value
+    return flat
+
+  def replace(self, **values: Any) -> "ExperimentConfig":
+    """This config with the flat settings `values` changed (and checked)."""
+    return ExperimentConfig.from_settings(**{**self.settings(), **values})
+
+  def override(self, overrides: Any) -> "ExperimentConfig":
+    """This config overridden by a nested dict, a YAML file or a `--params_override`
+    string (see `override_dict`)."""
+    return ExperimentConfig.from_dict(override_dict(self.as_dict(), overrides))
+
+  def definition(self) -> Dict[str, Any]:
+    """The settings that change what a run learns, by flag name: a run's record of them."""
+    return {name: value for name, value in self.settings().items()
+            if name not in EXECUTION_SETTINGS}
+
+
+def nested_settings(values: Mapping[str, Any]) -> Dict[str, Any]:
+  """Flat settings by flag name as the nested dict of the tree; unknown names are refused."""
+  unknown = sorted(set(values) - set(SETTINGS))
+  if unknown:
+    raise errors.UsageError(f"Unknown settings {unknown}; the settings are {sorted(SETTINGS)}.")
+  nested: Dict[str, Any] = {}
+  for name, value in values.items():
+    *sections, leaf = SETTINGS[name]
+    inner = nested
+    for section in sections:
+      inner = inner.setdefault(section, {})
+    inner[leaf] = value
+  return nested
+
+
+def override_dict(nested: Mapping[str, Any], overrides: Any) -> Dict[str, Any]:
+  """`nested` (a config tree as a dict) overridden by a nested dict, a YAML file or a
+  `--params_override` string (`"trainer.learning_rate=1e-3,model.adapter.adapter_size=16"`
+  or YAML text), read by the Model Garden's `params_dict.override_params_dict`; a key the
+  tree does not have is refused."""
+  params = params_dict.ParamsDict(_complete(nested))
+  try:
+    params = params_dict.override_params_dict(params, overrides, is_strict=True)
+  except (KeyError, ValueError, TypeError, AttributeError) as e:
+    raise errors.UsageError(
+        f"Cannot apply the override {overrides!r}: {e}. Give `section.setting=value` pairs "
+        f"separated by commas, YAML, or a YAML file; the sections are "
+        f"{[field.name for field in dataclasses.fields(ExperimentConfig)]}.") from None
+  return params.as_dict()
+
+
+def _complete(nested, config_cls=None):
+  """`nested` with every setting of the tree present (defaults where absent), so a strict
+  override can name any of them."""
+  config_cls = config_cls or ExperimentConfig
+  hints = typing.get_type_hints(config_cls)
+  complete = {}
+  for field in dataclasses.fields(config_cls):
+    hint, given = hints[field.name], nested.get(field.name)
+    if hint is AdapterConfig:
+      complete[field.name] = {**AdapterConfig().to_dict(), **(given or {})}
+    elif dataclasses.is_dataclass(hint):
+      complete[field.name] = _complete(given or {}, hint)
+    elif field.name in nested:
+      complete[field.name] = given
+    else:
+      complete[field.name] = (list(field.default) if isinstance(field.default, tuple)
+                              else field.default)
+  return complete
+
+
+def leaves(config_cls: type = ExperimentConfig,
+           path: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], dataclasses.Field]]:
+  """Every setting of the tree under `config_cls`: its path of field names and its field."""
+  hints = typing.get_type_hints(config_cls)
+  for field in dataclasses.fields(config_cls):
+    if dataclasses.is_dataclass(hints[field.name]):
+      yield from leaves(hints[field.name], path + (field.name,))
+    else:
+      yield path + (field.name,), field
+
+
+def field_type(config_cls: type, path: Tuple[str, ...]) -> Any:
+  """The annotated type of the setting at `path`."""
+  for name in path[:-1]:
+    config_cls = typing.get_type_hints(config_cls)[name]
+  return typing.get_type_hints(config_cls)[path[-1]]
+
+
+def _flag_names() -> Dict[str, Tuple[str, ...]]:
+  names = {}
+  for path, field in leaves():
+    name = settings.flag_name(field)
+    if name in names:
+      raise TypeError(f"Two settings are named {name!r}: {names[name]} and {path}.")
+    names[name] = path
+  return names
+
+
+# Flag name → path in the tree, for every setting.
+SETTINGS = _flag_names()
+EXECUTION_SETTINGS = tuple(settings.flag_name(field) for _, field in leaves()
+                           if field.metadata.get(settings.EXECUTION))
+
+
+def _build(config_cls, values, path):
+  """`config_cls` from the nested dict `values`, its sections built first."""
+  if not isinstance(values, Mapping):
+    raise errors.UsageError(f"{'.'.join(path) or 'the config'} must be a mapping of settings, "
+                            f"got {values!r}.")
+  hints = typing.get_type_hints(config_cls)
+  names = [field.name for field in dataclasses.fields(config_cls)]
+  unknown = sorted(set(values) - set(names))
+  if unknown:
+    where = ".".join(path) or "the config"
+    raise errors.UsageError(f"Unknown settings {unknown} in {where}; it has {names}.")
+  arguments = {}
+  for name, value in values.items():
+    if config_cls is AdapterConfig:
+      arguments[name] = tuple(value) if name == "leave_out" else value
+    elif dataclasses.is_dataclass(hints[name]):
+      arguments[name] = _build(hints[name], value, path + (name,))
+    else:
+      arguments[name] = value
+  if config_cls is AdapterConfig:
+    try:
+      return AdapterConfig(**arguments)
+    except (TypeError, ValueError) as e:
+      raise errors.UsageError(f"{e} (in model.adapter)") from None
+  if config_cls is ExperimentConfig and "model" not in arguments:
+    arguments["model"] = _build(ModelConfig, {}, ("model",))
+  return config_cls(**arguments)
+
+
+def _as_dict(config):
+  values = {}
+  for field in dataclasses.fields(config):
+    value = getattr(config, field.name)
+    if dataclasses.is_dataclass(value):
+      values[field.name] = _as_dict(value)
+    else:
+      values[field.name] = list(value) if isinstance(value, tuple) else value
+  return values
