@@ -1,7 +1,8 @@
 """The one in-memory form every task reader produces and every pipeline consumes."""
 
 import dataclasses
-from typing import Optional, Sequence
+import json
+from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -59,3 +60,23 @@ class TextExamples:
       raise errors.UsageError(
           f"Got {len(self.labels)} labels for {len(self.ids)} examples; give one label per "
           "example or none at all.")
+
+
+def json_lines(lines: Iterable[str], path: str, fix: str) -> Iterator[Tuple[int, str, Any]]:
+  """`(line number, where, record)` of each non-blank line of a JSON Lines file.
+
+  Args:
+    lines: The file's lines (an open file, or its text split at "\n" only: JSON escapes
+      line breaks inside strings, while str.splitlines() would also split at U+2028 and
+      other separators that JSON strings may hold raw).
+    path: The file, for messages (`where` is `<path>, line <n>`).
+    fix: What to do about a line that is not JSON, ending its `DataError`.
+  """
+  for line_number, line in enumerate(lines, start=1):
+    if not line.strip():
+      continue
+    where = f"{path}, line {line_number}"
+    try:
+      yield line_number, where, json.loads(line)
+    except json.JSONDecodeError as e:
+      raise errors.DataError(f"{where}, column {e.colno}: not valid JSON ({e.msg}); {fix}") from e

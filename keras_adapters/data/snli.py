@@ -9,7 +9,6 @@ SNLI result. The task's classes are MNLI's, in GLUE's order, and `write_mnli_lay
 the pairs as the GLUE MNLI files, so the GLUE pair pipeline runs unchanged on real pairs.
 """
 
-import json
 import os
 from typing import Dict, List, Mapping, Sequence
 
@@ -68,25 +67,19 @@ def read_records(path: str) -> List[dict]:
   """
   records = []
   with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      where = f"{path}, line {line_number}"
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e.msg}); restore the SNLI file.") from e
-      missing = [key for key in ("pairID", "sentence1", "sentence2", "gold_label")
-                 if key not in record]
-      if missing:
-        raise ValueError(f"{where}: lacks the SNLI key(s) {', '.join(missing)}.")
-      label = record["gold_label"]
-      if label == _NO_MAJORITY:
-        continue
-      if label not in SPEC.label_names:
-        raise ValueError(f"{where}: gold_label {label!r} is none of "
-                         f"{', '.join(SPEC.label_names)} or {_NO_MAJORITY!r}.")
-      records.append(record)
+    lines = list(examples_lib.json_lines(f, path, "restore the SNLI file."))
+  for _, where, record in lines:
+    missing = [key for key in ("pairID", "sentence1", "sentence2", "gold_label")
+               if key not in record]
+    if missing:
+      raise ValueError(f"{where}: lacks the SNLI key(s) {', '.join(missing)}.")
+    label = record["gold_label"]
+    if label == _NO_MAJORITY:
+      continue
+    if label not in SPEC.label_names:
+      raise ValueError(f"{where}: gold_label {label!r} is none of "
+                       f"{', '.join(SPEC.label_names)} or {_NO_MAJORITY!r}.")
+    records.append(record)
   return records
 
 

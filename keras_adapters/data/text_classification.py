@@ -423,18 +423,8 @@ def _headerless_error(path: str, first_row: Sequence[str], records, delimiter: s
 
 def _read_jsonl(path: str, text: str, text_column: str, label_column: str) -> Iterator[_Row]:
   """Yields the rows of a JSON Lines file, one JSON object per line."""
-  # JSON escapes line breaks inside strings, so only "\n" ends a record; str.splitlines()
-  # would also split at U+2028 and other separators that JSON strings may hold raw.
-  for line_number, line in enumerate(text.split("\n"), start=1):
-    if not line.strip():
-      continue
-    where = f"{path}, line {line_number}"
-    try:
-      record = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise errors.DataError(
-          f"{where}, column {e.colno}: not valid JSON ({e.msg}); each line of a .jsonl file "
-          "must hold one JSON object.") from e
+  for line_number, where, record in examples_lib.json_lines(
+      text.split("\n"), path, "each line of a .jsonl file must hold one JSON object."):
     if not isinstance(record, dict):
       raise errors.DataError(
           f"{where}: holds a JSON {type(record).__name__}, not an object with the keys "
@@ -461,25 +451,29 @@ def _json_value(record: dict, key: str, argument: str, where: str):
   return record[key]
 
 
+def _visible_entries(folder: str, *, folders: bool) -> List[str]:
+  """The sub-folders (or the files) of `folder`, sorted, without hidden ones: listings come
+  in filesystem order, which differs between machines; hidden files include macOS
+  "._name.txt" resource forks, which are not text. Object stores list folders with a
+  trailing "/"."""
+  return sorted(name.rstrip("/") for name in tf.io.gfile.listdir(folder)
+                if tf.io.gfile.isdir(os.path.join(folder, name)) == folders
+                and not name.startswith("."))
+
+
 def _read_class_folders(root: str, encodings: Sequence[str]) -> Iterator[_Row]:
   """Yields one row per `root/<class>/*.txt` file, folders and files sorted by name."""
-  # Sorted, because listings come in filesystem order, which differs between machines and
-  # would change example ids' order and the label ids. Object stores list folders with a
-  # trailing "/".
-  class_names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)
-                       if tf.io.gfile.isdir(os.path.join(root, name))
-                       and not name.startswith("."))
+  # Sorted (`_visible_entries`): the listing's order would change the ids' order and the
+  # label ids.
+  class_names = _visible_entries(root, folders=True)
   if not class_names:
     raise errors.DataError(
         f"{root} has no class folders; expected {os.path.join(root, '<class>', '*.txt')} "
         "with one sub-folder per class.")
   for class_name in class_names:
     folder = os.path.join(root, class_name)
-    # Hidden files include macOS "._name.txt" resource forks, which are not text.
-    file_names = sorted(
-        name for name in tf.io.gfile.listdir(folder)
-        if name.lower().endswith(".txt") and not name.startswith(".")
-        and not tf.io.gfile.isdir(os.path.join(folder, name)))
+    file_names = [name for name in _visible_entries(folder, folders=False)
+                  if name.lower().endswith(".txt")]
     if not file_names:
       raise errors.DataError(
           f"{folder} has no .txt files; every class folder needs at least one example. Add "

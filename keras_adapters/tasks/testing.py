@@ -43,7 +43,7 @@ def colour_task(name="colours"):
 
 
 def run_config(**overrides):
-  """A `RunConfig` of the tiny encoder and preprocessing: one quick epoch of adapters."""
+  """An `ExperimentConfig` of the tiny encoder and preprocessing: one quick epoch of adapters."""
   values = dict(hub_handle=hub_testing.tiny_hub_handle(),
                 preprocess_handle=hub_testing.tiny_preprocess_handle(SEQ_LENGTH),
                 adapter_size=4, learning_rate=1e-2, epochs=1.0, batch_size=8,
