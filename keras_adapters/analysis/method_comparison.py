@@ -19,7 +19,7 @@ COMPARISON_MARKDOWN = "comparison.md"
 # What the rows of `compare_methods` share besides `table_identity`: their budget.
 _BUDGET = ("epochs", "max_seq_length", "batch_size")
 
-# The methods of the paper's comparison as `RunConfig` overrides. Learning rates follow the
+# The methods of the paper's comparison as settings overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
 METHODS = {
     "adapters": dict(tuning="adapters", adapter_size=64, learning_rate=1e-3),
@@ -57,7 +57,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   Args:
     spec: The task.
     splits: Split name → examples, with "train" and `eval_split`.
-    base_config: Shared `RunConfig` (budget, sequence length, handles).
+    base_config: Shared `ExperimentConfig` (budget, sequence length, handles).
     methods: Names from `METHODS`.
     seeds: Seeds to run each method with.
     root_dir: Folder of the runs (checkpoints, logs).

@@ -1,6 +1,6 @@
 """The paper's analysis as studies: grids of runs on the task runner, a reduction, a figure.
 
-A study is a list of trials (a `RunConfig` and the point of the figure it counts for). Every
+A study is a list of trials (an `ExperimentConfig` and the point of the figure it counts for). Every
 trial runs through `classification.run_task` in its own folder, named after the settings the
 studies vary (`sweep.trial_name`), under one root per task and budget: a trial two studies
 share (adapters m=64 at the paper's init, learning rate and seed are in the ablation, the
@@ -44,7 +44,7 @@ from keras_adapters.utils import paths
 STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
 FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
                tradeoff="Figures 3-4", learning_rate="Figure 7")
-# The RunConfig fields that studies vary: a trial's folder is named after them.
+# The settings that studies vary: a trial's folder is named after them.
 VARIED_FIELDS = ("tuning", "adapter_size", "top_k", "adapter_init_stddev", "learning_rate",
                  "epochs", "seed")
 # Fields over which a point keeps its best option (selected on the mean over seeds).

@@ -1,4 +1,4 @@
-"""Hyper-parameter sweeps over `RunConfig` fields, with the paper's model selection.
+"""Hyper-parameter sweeps over `ExperimentConfig` settings, with the paper's model selection.
 
 Houlsby et al. (2019) choose, per GLUE task, the learning rate, the number of epochs and the
 adapter size on the validation set. `run_sweep` runs every point of such a grid, each in its
@@ -108,24 +108,24 @@ def expand_grid(base_config: config_definitions.ExperimentConfig,
 
   Args:
     base_config: Values of the fields the grid does not name.
-    grid: `RunConfig` field name → the values to try, e.g. `{"learning_rate": [3e-4, 3e-3]}`.
+    grid: setting name (as its flag) → the values to try, e.g. `{"learning_rate": [3e-4, 3e-3]}`.
 
   Returns:
     The configs in a stable order: that of `itertools.product` over the grid's values.
 
   Raises:
     ValueError: The grid is empty, names an unknown field, gives a field no values or the
-      same value twice, a value `RunConfig` rejects, or points that make the same config
+      same value twice, a value the config rejects, or points that make the same config
       (such as `adapter_size` with a `tuning` that has no adapters).
   """
   if not grid:
-    raise ValueError("The grid is empty: give at least one RunConfig field and its values, "
+    raise ValueError("The grid is empty: give at least one setting and its values, "
                      "e.g. {'learning_rate': [3e-4, 3e-3]}.")
   valid = list(settings_of(base_config))
   for field, values in grid.items():
     if field not in valid:
-      raise ValueError(f"The grid names {field!r}, which is not a RunConfig field; valid "
-                       f"fields: {', '.join(valid)}.")
+      raise ValueError(f"The grid names {field!r}, which is not a setting; the settings "
+                       f"are: {', '.join(valid)}.")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
       raise ValueError(f"The grid gives {field!r} the values {values!r}; give a non-empty "
                        "list, e.g. [3e-4, 3e-3].")
@@ -267,7 +267,7 @@ def run_sweep(spec: examples_lib.TaskSpec,
     spec: The task.
     splits: Split name → examples, with "train" and a labelled validation split.
     base_config: Values of the fields the grid does not vary.
-    grid: `RunConfig` field → values (see `expand_grid`).
+    grid: setting → values (see `expand_grid`).
     root_dir: Folder of the trials, `sweep.json` and `sweep.md`.
     export_best_dir: If set, the chosen trial's model is exported there (`saved_model/`,
       `adapters/`).

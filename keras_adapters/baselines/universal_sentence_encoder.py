@@ -15,7 +15,6 @@ tweets (runs of unknown characters, ties between segmentations); where the two t
 agree, the embeddings agree to about 1e-6.
 """
 
-import importlib.util
 import os
 from typing import Dict, Tuple
 
@@ -45,12 +44,8 @@ def read_use_weights() -> Tuple[Dict[str, np.ndarray], bytes, float]:
   Raises:
     ModuleNotFoundError: If the package is not installed.
   """
-  spec = importlib.util.find_spec(_USE_PACKAGE)
-  if spec is None:
-    raise ModuleNotFoundError(
-        f"The Universal Sentence Encoder needs the package {USE_REQUIREMENT}: pip install "
-        f"'{USE_REQUIREMENT}' (it is in this project's `data` extra).")
-  resources = os.path.join(spec.submodule_search_locations[0], "resources")
+  resources = os.path.join(hub_text_embedding.package_dir(
+      _USE_PACKAGE, USE_REQUIREMENT, "The Universal Sentence Encoder"), "resources")
   with np.load(os.path.join(resources, "weights.npz"), allow_pickle=False) as z:
     chunks = np.stack([z[f"q{i + 1}"] for i in range(_NUM_CHUNKS)], axis=1)
     table = chunks.reshape(-1, _DIM).astype(np.float32)
