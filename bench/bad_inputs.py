@@ -285,7 +285,7 @@ def _interrupted_run_with_other_rate(ws):
   model_dir = ws.copy_of_finished_run()
   for name in (run_records.RESULTS_FILE, trainer_lib.COMPLETION_MARKER):
     os.remove(os.path.join(model_dir, name))
-  return ws.rerun(model_dir, config=dataclasses.replace(ws.config, learning_rate=1e-3))
+  return ws.rerun(model_dir, config=ws.config.replace(learning_rate=1e-3))
 
 
 def _comparison_with_other_epochs(ws):
@@ -296,7 +296,7 @@ def _comparison_with_other_epochs(ws):
   with mock.patch.dict(method_comparison.METHODS,
                        adapters=dict(tuning="adapters", adapter_size=4, learning_rate=1e-2)):
     return method_comparison.compare_methods(
-        ws.spec, ws.splits, dataclasses.replace(ws.config, epochs=3.0), ["adapters"], [0],
+        ws.spec, ws.splits, ws.config.replace(epochs=3.0), ["adapters"], [0],
         runs, os.path.join(runs, "results"), num_layers=2, run_fn=must_not_run)
 
 
@@ -413,8 +413,7 @@ def _vocab_beyond_the_encoder(ws):
     f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(96)]))
   handle = preprocessing.build_preprocessing_savedmodel(vocab, ws.path("big_preprocess"),
                                                         default_seq_length=16)
-  return ws.rerun(ws.path("big_vocab_run"), config=dataclasses.replace(
-      ws.config, preprocess_handle=handle))
+  return ws.rerun(ws.path("big_vocab_run"), config=ws.config.replace(preprocess_handle=handle))
 
 
 def _unknown_words_on_an_encoder_without_vocab(ws):
@@ -503,8 +502,8 @@ def cases() -> Sequence[Case]:
                                spec=dataclasses.replace(ws.spec, name="topics")),
            expect_error(run_records.RunSettingsError, other_settings + "task 'colours' there")),
       Case(rerun, "rerun with other epochs and learning rate",
-           lambda ws: ws.rerun(ws.copy_of_finished_run(), config=dataclasses.replace(
-               ws.config, epochs=3.0, learning_rate=1e-3)),
+           lambda ws: ws.rerun(ws.copy_of_finished_run(),
+                               config=ws.config.replace(epochs=3.0, learning_rate=1e-3)),
            expect_error(run_records.RunSettingsError, "learning_rate=0.01 there, "
                         "learning_rate=0.001 now; epochs=1.0 there, epochs=3.0 now")),
       Case(rerun, "rerun with one training text changed", _changed_training_data,
@@ -524,8 +523,7 @@ def cases() -> Sequence[Case]:
            expect_error(run_records.RunSettingsError, "adapters-seed0 " + other_settings +
                         r"epochs=1\.0 there, epochs=3\.0 now")),
       Case(base, "run_task with max_seq_length above the position embeddings",
-           lambda ws: ws.rerun(ws.path("too_long"), config=dataclasses.replace(
-               ws.config, max_seq_length=40)),
+           lambda ws: ws.rerun(ws.path("too_long"), config=ws.config.replace(max_seq_length=40)),
            expect_error(ValueError, "max_seq_length=40 is more than the base encoder's 32 "
                         "position embeddings: give max_seq_length=32 or less")),
       Case(base, "export_task(seq_length=512) on a 32-position encoder",
@@ -544,8 +542,7 @@ def cases() -> Sequence[Case]:
                         r"left the trainable weights with global norm .* last good "
                         r"checkpoint is none.*new model_dir=<folder>")),
       Case(diverge, "run_task with learning_rate=1e6",
-           lambda ws: ws.rerun(ws.path("lr1e6_run"), config=dataclasses.replace(
-               ws.config, learning_rate=1e6)),
+           lambda ws: ws.rerun(ws.path("lr1e6_run"), config=ws.config.replace(learning_rate=1e6)),
            expect_error(trainer_lib.TrainingDivergedError, r"Training diverged at step \d+")),
       Case(diverge, "NaN loss at step 4: the checkpoint that gave it goes, the earlier stay",
            _nan_label_run,
@@ -686,12 +683,12 @@ def cases() -> Sequence[Case]:
            lambda ws: len(_csv(ws, "long.csv", f'text,label\n"{"w " * 100_000}",a\nx,b\n')[1]
                           .texts[0][0]),
            expect_result(_is(200_000), "read whole")),
-      Case(message, "epochs=nan", lambda ws: dataclasses.replace(ws.config, epochs=float("nan")),
+      Case(message, "epochs=nan", lambda ws: ws.config.replace(epochs=float("nan")),
            expect_error(ValueError, r"^epochs=nan: must be positive and finite\.$")),
-      Case(message, "epochs=inf", lambda ws: dataclasses.replace(ws.config, epochs=float("inf")),
+      Case(message, "epochs=inf", lambda ws: ws.config.replace(epochs=float("inf")),
            expect_error(ValueError, r"^epochs=inf: must be positive and finite\.$")),
       Case(message, "learning_rate=nan",
-           lambda ws: dataclasses.replace(ws.config, learning_rate=float("nan")),
+           lambda ws: ws.config.replace(learning_rate=float("nan")),
            expect_error(ValueError, r"^learning_rate=nan: must be positive and finite\.$")),
       Case(message, "CLI --seeds=abc",
            lambda ws: ws.cli("run_classification.py", "--methods=adapters", "--seeds=abc"),
@@ -729,7 +726,7 @@ def cases() -> Sequence[Case]:
            lambda ws: _squad_file(ws, "squad_bom.json", "\ufeff"),
            expect_result(_is(["q1"]), "read, as CSVs with one are")),
       Case(message, "adapter_init_stddev=0 (exact identity adapters)",
-           lambda ws: dataclasses.replace(ws.config, adapter_init_stddev=0.0).adapter_init_stddev,
+           lambda ws: ws.config.replace(adapter_init_stddev=0.0).model.adapter.init_stddev,
            expect_result(_is(0.0), "accepted, as AdapterConfig and the README accept it")),
       Case(message, "a truncated latest checkpoint", _truncated_latest_checkpoint,
            expect_result(_is(2), "resumed from ckpt-2, with a warning")),

@@ -16,6 +16,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
@@ -28,7 +29,7 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
 from keras_adapters.networks import adapted_bert_encoder
-from keras_adapters.training import optimization
+from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
@@ -102,30 +103,35 @@ def parameter_counts(model: keras.Model) -> Dict[str, int]:
 
 
 def make_train_step(model: keras.Model, num_train_steps: int) -> Callable[..., tf.Tensor]:
-  """The training step of `Trainer` on one device, as a `tf.function`.
+  """The step `Trainer.train()` takes (`Trainer.step_function`) on one device, one trace.
 
   Forward in training mode, mean softmax cross-entropy, gradients of
-  `model.trainable_variables` only (the tape watches nothing else, so the frozen base gets no
-  weight gradients), one update of the paper's Adam.
+  `model.trainable_variables` only (the frozen base gets no weight gradients), clipped to
+  global norm 1.0, one update of the paper's Adam: the `Trainer`'s own step, built by a
+  `Trainer` around `model`. Called through a `tf.function` with `INPUTS_SPEC`: the Trainer's
+  step (`reduce_retracing`) would trace a second time on the second batch shape, which with
+  per-batch padding falls inside the timed steps; here it is traced once, on the first call.
 
   Args:
     model: A model from `build_model`.
     num_train_steps: Steps the optimiser's schedule spans; it does not change the cost.
 
   Returns:
-    `step(inputs, labels)`, returning the loss.
+    `step(inputs, labels)`, returning the loss (a `tf.function`).
   """
-  variables = model.trainable_variables
-  optimizer = optimization.create_optimizer(learning_rate=1e-4, num_train_steps=num_train_steps)
-  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True, reduction=keras.losses.Reduction.NONE)
+  with tempfile.TemporaryDirectory() as model_dir:  # Named but never read or written.
+    trainer = trainer_lib.Trainer(
+        lambda: model, loss_fn,
+        train_data=lambda seed: None,  # Never read: step_function is given its batches.
+        num_train_steps=num_train_steps, learning_rate=1e-4, model_dir=model_dir,
+        progress_bar=False)
+    trainer_step = trainer.step_function()
 
   @tf.function(input_signature=(INPUTS_SPEC, LABELS_SPEC))
   def step(inputs, labels):
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-      tape.watch(variables)
-      loss = loss_fn(labels, model(inputs, training=True))
-    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-    return loss
+    return trainer_step((inputs, labels))
 
   return step
 

@@ -4,9 +4,13 @@ import itertools
 import json
 import textwrap
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import harness
+from keras_adapters.hub import testing
+from keras_adapters.training import trainer as trainer_lib
 
 
 def _fake_clock(durations):
@@ -93,3 +97,35 @@ def test_write_record_adds_how_it_was_made(tmp_path):
   record = json.loads(path.read_text())
   assert record["benchmark"] == "x" and record["median_ms"] == 1.5
   assert set(record["provenance"]) == {"command", "code", "packages", "date_utc"}
+
+
+def _batch(length, seed):
+  rng = np.random.default_rng(seed)
+  shape = [4, length]
+  inputs = dict(input_word_ids=tf.constant(rng.integers(0, 64, shape), tf.int32),
+                input_mask=tf.ones(shape, tf.int32), input_type_ids=tf.zeros(shape, tf.int32))
+  return inputs, tf.constant(rng.integers(0, 2, [4]), tf.int32)
+
+
+def test_make_train_step_is_the_trainers_step_traced_once(monkeypatch):
+  built = []
+  step_function = trainer_lib.Trainer.step_function
+
+  def recording_step_function(self):
+    built.append(self)
+    return step_function(self)
+
+  monkeypatch.setattr(trainer_lib.Trainer, "step_function", recording_step_function)
+  model = harness.build_model(testing.tiny_hub_handle(), "adapters", 2)
+  trainable = {v.name: v.numpy() for v in model.trainable_variables}
+  frozen = {v.name: v.numpy() for v in model.non_trainable_variables}
+  step = harness.make_train_step(model, num_train_steps=10)
+  assert len(built) == 1 and built[0].model is model
+  # Per-batch padding: batches of several lengths, one trace. The learning rate warms up from
+  # 0 at the first step, so the weights move from the second one on.
+  for length in (8, 16, 8, 24):
+    assert np.isfinite(step(*_batch(length, seed=length)).numpy())
+  assert step.experimental_get_tracing_count() == 1
+  assert all(np.array_equal(v.numpy(), frozen[v.name]) for v in model.non_trainable_variables)
+  assert any(not np.array_equal(v.numpy(), trainable[v.name])
+             for v in model.trainable_variables)

@@ -78,10 +78,17 @@ def _parse_flags(argv):
     _exit(message, USAGE_EXIT_STATUS)
 
 
+def check_arguments(argv):
+  """Refuses what is left on the command line after the flags: a script takes none."""
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+
+
 def _run_main(main, argv):
   if not FLAGS.verbose:
     _show_only_our_logs()
   try:
+    check_arguments(argv)
     return interruption.call(main, argv)  # Ctrl-C and SIGTERM: one line, no traceback.
   except Exception as error:  # pylint: disable=broad-except
     if FLAGS.verbose:

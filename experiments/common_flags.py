@@ -72,6 +72,18 @@ def settings_from_flags(config_cls: type, **overrides: Any) -> Any:
   return config_cls(**{**values, **overrides})
 
 
+def define_methods_flag(purpose: str) -> None:
+  """Defines `--methods` (`purpose`: what the script does with them), refusing at parse time
+  a name that is not one of the paper's methods."""
+  # Imported here: the comparison's module loads the run driver and TensorFlow.
+  from keras_adapters.analysis import method_comparison  # pylint: disable=g-import-not-at-top
+  methods = sorted(method_comparison.METHODS)
+  flags.DEFINE_list("methods", None, f"{purpose} ({', '.join(methods)}).")
+  flags.register_validator(
+      "methods", lambda names: not set(names or ()) - set(methods),
+      message=f"name methods among {', '.join(methods)}, e.g. --methods=adapters,full.")
+
+
 def define_output_flags(model_dir: str, *, results_dir: str = None,
                         export_dir: str = "<model_dir>/export") -> None:
   """Defines `--model_dir` and, unless `None`, `--results_dir` and `--export_dir`; the

@@ -82,8 +82,7 @@ def to_adapterhub():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   conversions = [(from_adapterhub, FLAGS.from_adapterhub, FLAGS.to_artifact),
                  (to_adapterhub, FLAGS.from_artifact, FLAGS.to_adapterhub)]
   chosen = [conversion for conversion in conversions if any(conversion[1:])]

@@ -62,8 +62,7 @@ def parse_tasks(items):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   tasks = parse_tasks(FLAGS.tasks)
   # The library's errors about the artifacts and the base name its arguments; cli.run shows
   # them as this script's flags.

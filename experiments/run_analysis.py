@@ -168,8 +168,7 @@ def _run_suite(config, budget):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   if FLAGS.study is None:
     raise app.UsageError(f"--study is required: one of {', '.join(studies.STUDIES)}, "
                          f"{_SUITE}.")

@@ -56,8 +56,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   unknown = sorted(set(FLAGS.methods) - set(_METHODS))
   if unknown or not FLAGS.methods:
     raise app.UsageError(f"--methods must name some of {list(_METHODS)}, got {FLAGS.methods}.")

@@ -21,7 +21,6 @@ every method sees the same examples. Data already split, as Hugging Face's
 
 import os
 
-from absl import app
 from absl import flags
 
 from experiments import cli
@@ -33,9 +32,8 @@ from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
-flags.DEFINE_list("methods", None,
-                  f"Compare these methods ({', '.join(method_comparison.METHODS)}) over "
-                  "--seeds and write a results table, instead of one run set by --tuning.")
+common_flags.define_methods_flag("Compare these methods over --seeds and write a results "
+                                  "table, instead of one run set by --tuning")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 common_flags.define_output_flags("runs/classification", results_dir="<results/<task>>")
@@ -50,13 +48,8 @@ def load_splits():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   common_flags.create_strategy()
-  unknown = sorted(set(FLAGS.methods or ()) - set(method_comparison.METHODS))
-  if unknown:
-    raise app.UsageError(f"Unknown --methods {unknown}; choose from "
-                         f"{sorted(method_comparison.METHODS)}.")
   config = common_flags.run_config_from_flags(**({"epochs": 20.0} if FLAGS.full else {}))
   common_flags.check_base(config)
   # Before anything is written there (a --data_path task's split manifest).

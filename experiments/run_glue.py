@@ -29,7 +29,6 @@ import os
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from experiments import cli
 from experiments import common_flags
@@ -123,11 +122,8 @@ def load_splits(task):
     except FileNotFoundError:
       print("No GLUE diagnostic set found: AX.tsv, which the GLUE server wants too, is not "
             "written (download_glue_data.py --tasks=diagnostic, or tfds build glue/ax).")
-  train = splits["train"]
-  if 0 < FLAGS.max_train_examples < len(train):
-    # A fixed subset (seed 0), the same for every run and seed of a sweep.
-    keep = np.sort(np.random.default_rng(0).permutation(len(train))[:FLAGS.max_train_examples])
-    splits["train"] = text_classification.select_examples(train, keep)
+  splits["train"] = text_classification.training_subset(splits["train"],
+                                                        FLAGS.max_train_examples)
   return splits
 
 
@@ -190,8 +186,7 @@ def markdown_table(table):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   common_flags.create_strategy()
   if bool(FLAGS.data_dir) == bool(FLAGS.tfds_data_dir):
     raise app.UsageError(

@@ -66,9 +66,8 @@ flags.DEFINE_bool("paper_schedule", False,
                   "rates on held-out training questions, then train each method's best on "
                   "the --max_train_examples budget and score it on the dev set; writes "
                   "<results_dir>/schedule_search.json and paper_schedule.{json,md}.")
-flags.DEFINE_list("methods", None,
-                  f"Run these methods ({', '.join(method_comparison.METHODS)}) at the same "
-                  "budget and write the results table, instead of one run set by --tuning.")
+common_flags.define_methods_flag("Run these methods at the same budget and write the results "
+                                  "table, instead of one run set by --tuning")
 common_flags.define_settings_flags(question_answering.SquadConfig, max_train_examples=20000)
 common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0, max_seq_length=384)
 
@@ -176,8 +175,7 @@ def _table_identity(results):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   common_flags.create_strategy()
   if FLAGS.tfds_data_dir and (FLAGS.train_file or FLAGS.predict_file):
     raise app.UsageError("Give --tfds_data_dir or --train_file/--predict_file, not both.")
@@ -189,10 +187,6 @@ def main(argv):
                          "--predict_file: give one of them.")
   if FLAGS["pooling"].present:
     raise app.UsageError("--pooling does not apply to SQuAD: the span head reads every token.")
-  unknown = sorted(set(FLAGS.methods or ()) - set(method_comparison.METHODS))
-  if unknown:
-    raise app.UsageError(f"Unknown --methods {unknown}; choose from "
-                         f"{sorted(method_comparison.METHODS)}.")
   overrides = {"epochs": FULL_EPOCHS} if FLAGS.full and not FLAGS["epochs"].present else {}
   config = common_flags.run_config_from_flags(**overrides)
   common_flags.check_base(config)

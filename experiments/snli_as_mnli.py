@@ -17,7 +17,6 @@ itself fine-tuned on SNLI pairs, so its SNLI scores are not those of an unseen t
 
 import os
 
-from absl import app
 from absl import flags
 
 from experiments import cli
@@ -36,8 +35,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments.
   _, splits = builtin_datasets.split_builtin_task("snli", FLAGS.split_manifest)
   split_ids = {name: split.ids for name, split in zip(splits_lib.SPLIT_NAMES, splits)}
   paths = snli.write_mnli_layout(FLAGS.glue_dir, snli.data_dir(), split_ids)

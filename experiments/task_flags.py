@@ -102,11 +102,8 @@ def load_splits(model_dir, max_train_examples, task=None):
     spec, splits = builtin_datasets.split_builtin_task(
         FLAGS.task, FLAGS.split_manifest or os.path.join(_SPLITS_DIR, f"{FLAGS.task}.json"))
   train, validation, test = splits
-  if 0 < max_train_examples < len(train):
-    # A fixed subset (seed 0), the same for every method and seed of a comparison.
-    keep = np.sort(np.random.default_rng(0).permutation(len(train))[:max_train_examples])
-    train = text_classification.select_examples(train, keep)
-  splits = dict(train=train, validation=validation, test=test)
+  splits = dict(train=text_classification.training_subset(train, max_train_examples),
+                validation=validation, test=test)
   # On stdout, with the run's other output: stderr is for the one line of an error.
   print(class_counts(spec, splits), flush=True)
   return spec, splits

@@ -8,6 +8,7 @@ from absl import flags
 from absl.testing import flagsaver
 import numpy as np
 
+from experiments import cli
 from keras_adapters.hub import testing
 
 
@@ -25,10 +26,11 @@ def write_two_class_csv(path, count=24):
 
 def run_main(main, argv):
   """Parses `argv` as the command line (flags restored afterwards) and runs `main` on what
-  remains; returns what it printed."""
+  remains, as `cli.run` does; returns what it printed."""
   printed = io.StringIO()
   with flagsaver.flagsaver():
     remaining = flags.FLAGS(argv)
+    cli.check_arguments(remaining)
     with contextlib.redirect_stdout(printed):
       main(remaining)
   return printed.getvalue()

@@ -271,8 +271,9 @@ class RunClassificationTest(tf.test.TestCase):
     """An unknown --methods entry is a UsageError naming it and the valid methods, raised
     before any data is read or anything is written."""
     model_dir = self._new_dir()
-    with self.assertRaisesRegex(app.UsageError,
-                                r"Unknown --methods \['adaptors'\]; choose from \["):
+    with self.assertRaisesRegex(flags.IllegalFlagValueError,
+                                r"--methods=\['adapters', 'adaptors'\]: name methods among "
+                                r"adapters, full, layer_norm, top_k"):
       self._main(self._argv(model_dir, self._manifest(), methods="adapters,adaptors",
                             data_path=os.path.join(model_dir, "absent.csv")))
     self.assertEmpty(os.listdir(model_dir))

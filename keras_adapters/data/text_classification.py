@@ -147,6 +147,15 @@ def select_examples(examples: TextExamples, indices: Sequence[int]) -> TextExamp
       labels=None if examples.labels is None else examples.labels[indices])
 
 
+def training_subset(examples: TextExamples, max_examples: int) -> TextExamples:
+  """A fixed subset (seed 0) of `max_examples` examples in their order, the same for every
+  method and seed of a comparison or sweep; all of them for 0 or more than there are."""
+  if not 0 < max_examples < len(examples):
+    return examples
+  return select_examples(
+      examples, np.sort(np.random.default_rng(0).permutation(len(examples))[:max_examples]))
+
+
 def concatenate_examples(parts: Sequence[TextExamples]) -> TextExamples:
   """Returns the examples of `parts` one after the other; all labelled or all unlabelled."""
   labels = [part.labels for part in parts]
