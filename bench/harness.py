@@ -111,6 +111,8 @@ def make_train_step(model: keras.Model, num_train_steps: int) -> Callable[..., t
   `Trainer` around `model`. Called through a `tf.function` with `INPUTS_SPEC`: the Trainer's
   step (`reduce_retracing`) would trace a second time on the second batch shape, which with
   per-batch padding falls inside the timed steps; here it is traced once, on the first call.
+  The Trainer's step runs in nested functions: in a profiler trace, op names carry
+  `StatefulPartitionedCall/` prefixes (`.../gradient_tape/...` for the backward pass).
 
   Args:
     model: A model from `build_model`.

@@ -35,9 +35,10 @@ def op_times(space, steps):
         if name in _ENCLOSING_EVENTS:
           continue
         ms = event.duration_ps / 1e9 / steps
-        # Op events are named "<op name>:<op type>"; the tape prefixes gradient ops.
+        # Op events are named "<op name>:<op type>"; the tape names gradient ops
+        # "gradient_tape/...", under the names of the functions that enclose them.
         by_type[name.rsplit(":", 1)[-1]] += ms
-        by_pass["backward" if name.startswith("gradient_tape/") else "forward_and_update"] += ms
+        by_pass["backward" if "gradient_tape/" in name else "forward_and_update"] += ms
   return dict(total_ms=sum(by_type.values()), by_op_type=dict(by_type.most_common()),
               by_pass=dict(by_pass))
 

@@ -277,15 +277,16 @@ def _airline_ours():
   seconds = [ms / 1e3 for ms in result["times_ms"]]
   if len(seconds) != all_steps:
     raise RuntimeError(f"training_throughput.py timed {len(seconds)} steps, not {all_steps}.")
-  return dict(**_airline_figures(
+  figures = _airline_figures(
       warmup_s=sum(seconds[:_AIRLINE_WARMUP_STEPS]),
       timed_s=sum(seconds[_AIRLINE_WARMUP_STEPS:]), timed_steps=FLAGS.airline_steps,
       # Over all steps, as the harness counts its padded tokens.
-      mean_padded_length=result["mean_padded_length"]),
-              input_wait_share=result["input_wait_share"], peak_rss_mib=result["peak_rss_mib"])
+      mean_padded_length=result["mean_padded_length"])
+  return dict(figures, input_wait_share=result["input_wait_share"],
+              peak_rss_mib=result["peak_rss_mib"])
 
 
-def first_step_seconds(stderr):
+def _first_step_seconds(stderr):
   """The seconds run_airline.py logs after the first step of its first epoch."""
   match = _FIRST_STEP_LOG.search(stderr)
   if not match:
@@ -311,12 +312,11 @@ def _airline_theirs(data_dir):
   (epoch,) = record["epochs"]
   if epoch["steps"] != all_steps:
     raise RuntimeError(f"run_airline.py trained {epoch['steps']} steps, not {all_steps}.")
-  warmup_s = first_step_seconds(stderr)
-  figures = dict(**_airline_figures(
+  warmup_s = _first_step_seconds(stderr)
+  figures = _airline_figures(
       warmup_s=warmup_s, timed_s=epoch["train_s"] - warmup_s, timed_steps=FLAGS.airline_steps,
-      mean_padded_length=epoch["padded_tokens"] / (all_steps * _AIRLINE_BATCH_SIZE)),
-                 train_s=epoch["train_s"])
-  return figures, dict(framework=record.get("framework"),
+      mean_padded_length=epoch["padded_tokens"] / (all_steps * _AIRLINE_BATCH_SIZE))
+  return dict(figures, train_s=epoch["train_s"]), dict(framework=record.get("framework"),
                        threads=record.get("hparams", {}).get("threads"))
 
 
@@ -431,7 +431,7 @@ def timing_record(rounds, peer_threads):
     record["airline"].update(batch_size=_AIRLINE_BATCH_SIZE, max_length=_AIRLINE_MAX_LENGTH,
                              theirs_resolution_s=_AIRLINE_RESOLUTION_S)
   record["threads"] = dict(
-      ours=f"TensorFlow's default: one per core ({os.cpu_count()} here)",
+      ours=f"TensorFlow's default: as many as the machine's cores ({os.cpu_count()} here)",
       theirs={f"{script}: torch.set_num_threads": threads
               for script, threads in peer_threads.items()})
   return record
@@ -565,6 +565,9 @@ def main(argv):
     if name != "threads" and not comparison["same_on_both_sides"]:
       print(f"Warning: {name}: the harness timed other steps than ours (ours "
             f"{comparison['ours']}, theirs {comparison['theirs']}): a contended machine.")
+  if any(threads != os.cpu_count() for threads in timing["threads"]["theirs"].values()):
+    print(f"Warning: the harness ran PyTorch on {timing['threads']['theirs']} threads, ours "
+          f"TensorFlow on all {os.cpu_count()} cores.")
   record = dict(benchmark="versus_adapterhub", machine=harness.machine_info(),
                 versions=versions_record(
                     {script: info["env" if script == "bench_peer.py" else "framework"]

@@ -46,8 +46,8 @@ def mixed_precision_gap(actual, expected, epsilon):
 
 def random_adapter_set(seed, **kwargs):
   """A built `AdapterSet(**kwargs)` for the tiny test encoders (two blocks of width 16, by
-  default with gelu adapters) whose every weight is random, as trained ones are: new
-  LayerNorms are the identity."""
+  default with gelu adapters), every weight random as after training: a new set's LayerNorms
+  are the identity, which would hide a LayerNorm taken from the wrong set."""
   layer = adapter_set_lib.AdapterSet(**{"num_layers": 2, "activation": "gelu", **kwargs})
   layer.build((None, None, 16))
   rng = np.random.RandomState(seed)

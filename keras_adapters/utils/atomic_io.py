@@ -173,7 +173,9 @@ def read_json(path):
   try:
     with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
       return json.loads(f.read())
-  except tf.errors.NotFoundError:
+  # FailedPrecondition: a folder above `path` is a file, so there is no file at `path` either
+  # (whoever writes there says so, naming the folder: `make_writable_dir`).
+  except (tf.errors.NotFoundError, tf.errors.FailedPreconditionError):
     return None
 
 
