@@ -74,7 +74,7 @@ class ErrorMessagesTest(tf.test.TestCase):
     with flagsaver.flagsaver():
       FLAGS(["run_classification", "--hub_handle=h", "--preprocess_handle=p",
              "--adapter_init_stddev=0"])
-      self.assertEqual(common_flags.run_config_from_flags().adapter_init_stddev, 0.0)
+      self.assertEqual(common_flags.run_config_from_flags().model.adapter.init_stddev, 0.0)
       FLAGS(["run_classification", "--hub_handle=h", "--preprocess_handle=p",
              "--adapter_init_stddev=-0.5"])
       with self.assertRaises(ValueError) as raised:

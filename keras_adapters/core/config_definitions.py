@@ -302,10 +302,19 @@ def _build(config_cls, values, path):
     try:
       return AdapterConfig(**arguments)
     except (TypeError, ValueError) as e:
-      raise errors.UsageError(f"{e} (in model.adapter)") from None
+      raise errors.UsageError(_named_as_its_setting(str(e), arguments)) from None
   if config_cls is ExperimentConfig and "model" not in arguments:
     arguments["model"] = _build(ModelConfig, {}, ("model",))
   return config_cls(**arguments)
+
+
+def _named_as_its_setting(message, arguments):
+  """`AdapterConfig`'s message about one of its fields, led by that setting as it was given
+  (`adapter_init_stddev=-0.5: init_stddev must be ...`), the way the other sections name it."""
+  for field in dataclasses.fields(AdapterConfig):
+    if message.startswith(f"{field.name} ") and field.name in arguments:
+      return f"{settings.flag_name(field)}={arguments[field.name]!r}: {message}"
+  return f"{message} (in model.adapter)"
 
 
 def _as_dict(config):
