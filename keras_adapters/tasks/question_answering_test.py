@@ -21,7 +21,7 @@ from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import run_lock
 
 _SQUAD_CONFIG = question_answering.SquadConfig(doc_stride=8, max_query_length=4,
-                                         max_answer_length=5)
+                                               max_answer_length=5)
 
 
 def _no_training():
@@ -37,8 +37,8 @@ class RunSquadTest(tf.test.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
     cls.addClassCleanup(shutil.rmtree, cls.root)
-    cls.data = squad.read_squad_file(squad_testing.write_tiny_squad(os.path.join(cls.root, "squad.json")),
-                                     training=True)
+    cls.data = squad.read_squad_file(
+        squad_testing.write_tiny_squad(os.path.join(cls.root, "squad.json")), training=True)
     cls.config = config_definitions.ExperimentConfig.from_settings(
         hub_handle=testing.tiny_hub_handle(), preprocess_handle=testing.tiny_preprocess_handle(),
         tuning="full", adapter_size=None, learning_rate=2e-2, epochs=20.0, batch_size=4,
