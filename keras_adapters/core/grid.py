@@ -92,6 +92,8 @@ def read(path: str, identity: Mapping[str, Any], *,
   previous = atomic_io.read_json(path) or {}
   if not previous:
     return {}
+  # The file holds what `write` wrote: this machine's folders as handles, tuples as lists.
+  identity = paths.portable(identity, os.getcwd())
   recorded = previous if identity_of is None else identity_of(previous)
   if recorded is not None and not differences(recorded, identity):
     return previous

@@ -8,6 +8,7 @@ import os
 from absl.testing import absltest
 
 from keras_adapters.core import grid
+from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
 _IDENTITY = dict(task="toy", epochs=2.0)
@@ -155,6 +156,17 @@ class ResumeTest(absltest.TestCase):
 
   def test_no_file(self):
     self.assertEqual(grid.read(self.path, _IDENTITY), {})
+
+  def test_an_identity_with_this_machines_folders_reads_its_portable_file(self):
+    """The file holds the identity as written (folders as handles, tuples as lists); the same
+    identity asked again with this machine's folders is no difference."""
+    identity = dict(_IDENTITY, hub_handle=os.path.join(paths.cache_dir(), "hub", "encoder"),
+                    model_dir=os.path.join(os.getcwd(), "runs"), sizes=(64, 256))
+    _Grid(self.path, identity)(_points("a"), _Runs())
+    self.assertEqual(self._read()["hub_handle"], os.path.join("<cache>", "hub", "encoder"))
+    runs = _Runs()
+    _Grid(self.path, identity)(_points("a", "b"), runs)
+    self.assertEqual(runs.ran, ["b"])
 
 
 class WriteTest(absltest.TestCase):

@@ -103,7 +103,7 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
 
   if results is None:
     results = dict(task=task.name, config=config.settings(), num_train_steps=num_train_steps,
-                   train_seconds=train_result.wall_time_s,
+                   train_seconds=train_result.train_seconds,
                    parameters=_parameter_counts(model),
                    **task.initial_results(train_result, steps_per_epoch))
   task.evaluate(model, results, pending, model_dir if is_chief else None)

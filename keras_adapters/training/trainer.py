@@ -126,6 +126,11 @@ class TrainResult:
     steps_per_sec: Steps of that call per second of `wall_time_s`.
     examples_per_sec: Training examples of that call per second of `wall_time_s`.
     start_step: The step that call started from: 0, or the step of the checkpoint it resumed.
+    train_seconds: Seconds of the training loops of every call that trained this run, up to
+      the checkpoints they left (steps a stopped call trained after its last checkpoint were
+      lost and do not count): what the whole run took, also when it was resumed. A
+      checkpoint saved before this was kept counts 0, and a completion marker written before
+      it reads as `wall_time_s`.
     checkpoint_path: The final checkpoint. To get the trained model in another process,
       `tf.train.Checkpoint(model=model_fn()).read(checkpoint_path).expect_partial()`.
     eval_metrics: What `eval_fn` returned at the end, `{}` without one.
@@ -138,6 +143,11 @@ class TrainResult:
   start_step: int
   checkpoint_path: str
   eval_metrics: Dict[str, float]
+  train_seconds: Optional[float] = None
+
+  def __post_init__(self):
+    if self.train_seconds is None:
+      object.__setattr__(self, "train_seconds", self.wall_time_s)
 
 
 class Trainer:
@@ -333,14 +343,20 @@ class Trainer:
     self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     self._batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="batch_in_epoch")
+    # Seconds the training loops took up to the checkpoint: a resumed run's time adds to it.
+    self._train_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                      name="train_seconds")
     # Only the chief writes model_dir; the other workers of a multi-worker run still save (a
     # save reads distributed variables with collective ops), into their own folder.
     self._is_chief = self._strategy.extended.should_checkpoint
     self._write_dir = self._model_dir if self._is_chief else os.path.join(
         self._model_dir, f"workertemp_{self._strategy.cluster_resolver.task_id}")
-    self._checkpoint = tf.train.Checkpoint(
-        model=self.model, optimizer=self._optimizer, step=self._step, epoch=self._epoch,
-        batch_in_epoch=self._batch_in_epoch)
+    training_state = dict(model=self.model, optimizer=self._optimizer, step=self._step,
+                          epoch=self._epoch, batch_in_epoch=self._batch_in_epoch)
+    self._checkpoint = tf.train.Checkpoint(**training_state, train_seconds=self._train_seconds)
+    # What a checkpoint must hold to resume from; the time is read apart (`_restore`), so
+    # that checkpoints saved before it was kept still resume.
+    self._training_state = tf.train.Checkpoint(**training_state)
     self._remove_save_leftovers()
     self._manager = self._new_manager()
     self._writers = {
@@ -402,7 +418,8 @@ class Trainer:
     unreadable = []
     for path in candidates:
       try:
-        self._checkpoint.restore(path).assert_existing_objects_matched()
+        # The time is in the checkpoint but read below: not matching it here is expected.
+        self._training_state.restore(path).assert_existing_objects_matched().expect_partial()
       except _UNREADABLE_CHECKPOINT_ERRORS as e:
         unreadable.append(path)
         logging.warning("Cannot read the checkpoint %s (%s: %s), probably a save cut short; "
@@ -412,6 +429,7 @@ class Trainer:
       except (AssertionError, ValueError) as e:
         raise ValueError(f"The checkpoint {path} does not match this model and optimiser "
                          f"({e}). Use a new model_dir=<folder> for a different model.") from e
+      tf.train.Checkpoint(train_seconds=self._train_seconds).read(path).expect_partial()
       break
     else:
       raise ValueError(
@@ -543,7 +561,8 @@ class Trainer:
                                   stateful_metrics=["loss", "learning_rate"])
     progbar.update(start_step)
     step, loss, num_examples, interval_losses = start_step, None, 0, []
-    start_time = time.perf_counter()
+    start_time = self._loop_start_time = time.perf_counter()
+    self._seconds_before = float(self._train_seconds.numpy())
     # The references of the explosion checks: where this call starts.
     self._start_weight_norm = self._weight_norm()
     first_loss = None
@@ -597,7 +616,7 @@ class Trainer:
         # The chief's copy: a worker's own folder is removed at the end.
         checkpoint_path=os.path.join(
             self._model_dir, os.path.basename(self._manager.latest_checkpoint)),
-        eval_metrics=eval_metrics)
+        eval_metrics=eval_metrics, train_seconds=self._seconds_before + wall_time)
 
   def _save(self, step: int):
     """Saves the weights of `step` if they are finite and have not exploded."""
@@ -605,6 +624,8 @@ class Trainer:
     if not math.isfinite(norm) or norm > WEIGHT_EXPLOSION_FACTOR * max(start_norm, 1.0):
       self._diverged(step, f"the update left the trainable weights with global norm {norm:.4g} "
                      f"(they started at {start_norm:.4g})")
+    self._train_seconds.assign(self._seconds_before +
+                               time.perf_counter() - self._loop_start_time)
     logging.debug("Saved %s.", self._manager.save(checkpoint_number=step))
 
   def _stop(self, step: int, signal_number: int, progbar: keras.utils.Progbar):

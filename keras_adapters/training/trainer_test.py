@@ -194,9 +194,34 @@ class TrainerTest(tf.test.TestCase):
         self.assertEqual(stop.exception.exit_status, 128 + signal_number)
         self.assertIs(signal.getsignal(signal_number), before)
         self.assertEqual(os.path.basename(tf.train.latest_checkpoint(model_dir)), "ckpt-4")
+        seconds_to_step_4 = tf.train.load_variable(os.path.join(model_dir, "ckpt-4"),
+                                                   "train_seconds/.ATTRIBUTES/VARIABLE_VALUE")
+        self.assertGreater(seconds_to_step_4, 0)
         resumed = _make_trainer(model_dir)
-        self.assertEqual(resumed.train().start_step, 4)
+        result = resumed.train()
+        self.assertEqual(result.start_step, 4)
+        # The run's time: the stopped call's up to its checkpoint, then the resumed call's.
+        self.assertAllClose(result.train_seconds, seconds_to_step_4 + result.wall_time_s)
         self.assertSameWeights(resumed.model, self._reference.model, atol=1e-6)
+
+  def test_a_checkpoint_saved_before_the_time_was_kept_resumes(self):
+    """A checkpoint without `train_seconds` (saved by an earlier version) is resumed from; the
+    time before it counts 0, and a marker without it reads as the call's time."""
+    model_dir = self.create_tempdir().full_path
+    earlier = _make_trainer(model_dir)
+    earlier._build()
+    earlier._step.assign(4)
+    tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=earlier.model, optimizer=earlier._optimizer,
+                            step=earlier._step, epoch=earlier._epoch,
+                            batch_in_epoch=earlier._batch_in_epoch),
+        model_dir, max_to_keep=3, checkpoint_name=trainer.CHECKPOINT_NAME).save(4)
+    result = _make_trainer(model_dir).train()
+    self.assertEqual(result.start_step, 4)
+    self.assertEqual(result.train_seconds, result.wall_time_s)
+    recorded = dataclasses.asdict(result)
+    del recorded["train_seconds"]
+    self.assertEqual(trainer.TrainResult(**recorded), result)
 
   def test_a_finished_run_is_not_trained_again(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
