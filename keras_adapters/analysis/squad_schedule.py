@@ -168,7 +168,8 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
         trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
         train_minutes=results["train_seconds"] / 60)))
   lines += ["", f"The search: {SEARCH_TRAIN_QUESTIONS:,} training questions per point, scored "
-            f"on {HOLDOUT_QUESTIONS:,} held-out training questions (never the dev set).", "",
+            f"on {HOLDOUT_QUESTIONS:,} held-out training questions (never the dev set). Its "
+            "minutes are wall time beside other work on the machine, not timed alone.", "",
             "| point | held-out EM | held-out F1 | train min |", "|---|---|---|---|"]
   lines += [f"| {key} | {row['exact_match']:.2f} | {row['f1']:.2f} | "
             f"{row['train_minutes']:.1f} |" for key, row in search.items()]
