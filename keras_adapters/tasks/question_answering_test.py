@@ -157,7 +157,8 @@ class RunSquadTest(tf.test.TestCase):
     with self.assertRaisesRegex(run_records.RunSettingsError,
                                 r"learning_rate=0.02 there, learning_rate=0.001 now"):
       self.run_squad(self.config.replace(learning_rate=1e-3), self.model_dir)
-    with self.assertRaisesRegex(run_records.RunSettingsError, r"training data of 4 examples \(sha256:\w+\) there, 2 "):
+    with self.assertRaisesRegex(run_records.RunSettingsError,
+                                r"training data of 4 examples \(sha256:\w+\) there, 2 "):
       self.run_squad(self.config, self.model_dir,
                      dataclasses.replace(_SQUAD_CONFIG, max_train_examples=2))
 

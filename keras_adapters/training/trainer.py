@@ -561,7 +561,7 @@ class Trainer:
                                   stateful_metrics=["loss", "learning_rate"])
     progbar.update(start_step)
     step, loss, num_examples, interval_losses = start_step, None, 0, []
-    start_time = self._loop_start_time = time.perf_counter()
+    self._loop_start_time = time.perf_counter()
     self._seconds_before = float(self._train_seconds.numpy())
     # The references of the explosion checks: where this call starts.
     self._start_weight_norm = self._weight_norm()
@@ -608,7 +608,7 @@ class Trainer:
     if start_step < num_steps:
       self._save(num_steps)
     eval_metrics = self._evaluate(num_steps) if self._eval_fn else {}
-    wall_time = time.perf_counter() - start_time
+    wall_time = time.perf_counter() - self._loop_start_time
     return TrainResult(
         step=num_steps, loss=loss, wall_time_s=wall_time,
         steps_per_sec=(num_steps - start_step) / wall_time,
