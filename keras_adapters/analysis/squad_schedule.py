@@ -24,6 +24,7 @@ from keras_adapters.core import config_definitions
 from keras_adapters.core import grid
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
+from keras_adapters.utils import provenance
 
 SEARCH_FILE = "schedule_search.json"
 SELECTED_FILE = "paper_schedule.json"
@@ -146,7 +147,8 @@ def _identity(train, config, squad_config):
 
 
 def _row(config, results):
-  """One run's line of a table."""
+  """One run's line of a table, with the sessions that made the run (a table's rows may come
+  from several sessions, and a run may span several)."""
   settings = config.settings()
   return dict(method=settings["tuning"],
               **{name: settings[name] for name in _SETTINGS},
@@ -155,7 +157,8 @@ def _row(config, results):
               trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
               train_questions=results["train_questions"],
               eval_questions=results["eval_questions"],
-              train_minutes=results["train_seconds"] / 60)
+              train_minutes=results["train_seconds"] / 60,
+              **{provenance.KEY: results[provenance.KEY]})
 
 
 def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]],

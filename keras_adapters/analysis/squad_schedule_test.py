@@ -38,7 +38,8 @@ class FakeRuns:
                                     4.0 if settings.get("adapter_size") == 256 else 1.0)),
                 train_questions=squad_config.max_train_examples,
                 eval_questions=squad_config.holdout_questions or 4,
-                train_seconds=60.0 * settings["epochs"])
+                train_seconds=60.0 * settings["epochs"],
+                provenance=[dict(command=f"session of {os.path.basename(model_dir)}")])
 
 
 class SquadScheduleTest(tf.test.TestCase):
@@ -105,6 +106,9 @@ class SquadScheduleTest(tf.test.TestCase):
                       selected["methods"]["adapters"]["learning_rate"]), (3.0, 2e-3))
     self.assertEqual(selected["methods"]["full"]["selected_by"]["search_key"],
                      "full-lr0.0001-e1")
+    # Each row names the sessions of its own run, not only the file's last writer.
+    self.assertEqual(selected["methods"]["full"]["provenance"],
+                     [dict(command="session of full")])
     table = squad_schedule.markdown(selected, search, None)
     self.assertIn("| adapters | selected | 64 | 3 | 0.002 |", table)
     self.assertIn("| full-lr5e-05-e2 |", table)
