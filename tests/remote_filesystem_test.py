@@ -32,6 +32,7 @@ from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import provenance
 from keras_adapters.utils import run_lock
 
 
@@ -125,6 +126,8 @@ class RemoteFileSystemTest(tf.test.TestCase):
       with _recording_start_steps() as starts:
         results = json.loads(json.dumps(run(export_dir=export_dir)))  # As recorded.
       self.assertEqual(starts, [2])
+      # The stopped session is named too: the run may have trained under two commits.
+      self.assertLen(results[provenance.KEY], 2)
       self.assertEqual(atomic_io.read_json(f"{model_dir}/{run_records.RESULTS_FILE}"),
                        results)
 
@@ -150,7 +153,7 @@ class RemoteFileSystemTest(tf.test.TestCase):
       self.assertEqual(model.head_config.label_names, testing.LABEL_NAMES)
 
     files = _files(self.root)
-    for expected in ("run/run.json", "run/results.json", "run/ckpt-6.index",
+    for expected in ("run/run.json", "run/results.json", "run/sessions.json", "run/ckpt-6.index",
                      f"run/{trainer_lib.COMPLETION_MARKER}",
                      "export/saved_model/saved_model.pb", "export/adapters/adapter_config.json",
                      "export/adapters/adapter_model.safetensors"):

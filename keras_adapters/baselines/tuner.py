@@ -53,7 +53,9 @@ def make_oracle(name: str, *, objective: str, max_trials: int, max_epochs: float
   Returns:
     The oracle.
   """
-  common = dict(objective=keras_tuner.Objective(objective, "max"), seed=seed,
+  # keras-tuner draws a random seed in place of a falsy one, so seed 0 (the default) would
+  # not repeat its choices: its seed is ours plus one.
+  common = dict(objective=keras_tuner.Objective(objective, "max"), seed=seed + 1,
                 max_consecutive_failed_trials=_MAX_CONSECUTIVE_FAILURES)
   if name == "random":
     return keras_tuner.oracles.RandomSearchOracle(max_trials=max_trials, **common)

@@ -79,6 +79,14 @@ class TunerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(statuses, ["FAILED", "COMPLETED"])
     self.assertIn("nan", tuner.oracle.trials["0"].message)
 
+  @parameterized.parameters("random", "bayesian", "hyperband")
+  def test_a_seed_repeats_the_oracle_s_choices_seed_0_too(self, name):
+    def oracle(seed):
+      return tuner_lib.make_oracle(name, objective=_OBJECTIVE, max_trials=3, max_epochs=2,
+                                   seed=seed)
+    self.assertEqual(oracle(0).seed, oracle(0).seed)
+    self.assertNotEqual(oracle(0).seed, oracle(1).seed)
+
   def test_unknown_oracle(self):
     with self.assertRaisesRegex(ValueError, "Unknown oracle 'grid'"):
       tuner_lib.make_oracle("grid", objective=_OBJECTIVE, max_trials=1, max_epochs=1, seed=0)

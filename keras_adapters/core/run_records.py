@@ -1,4 +1,5 @@
-"""A run folder's records: `run.json` (what defines the run) and `results.json` (what it gave).
+"""A run folder's records: `run.json` (what defines the run), `results.json` (what it gave)
+and `sessions.json` (how each session that worked on it was made).
 
 Every task kind writes and compares its runs here, so a run folder means one thing whatever
 the task: rerunning into it resumes or returns that run, and anything else is refused with the
@@ -17,10 +18,12 @@ from keras_adapters.core import config_definitions
 from keras_adapters.models import adapter_config
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import provenance
 from keras_adapters.utils import settings
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
+SESSIONS_FILE = "sessions.json"
 
 # Settings added after runs were first recorded, with the value every run recorded before
 # them had: the precision and XLA settings, and the adapter fields that had no flag of their
@@ -93,6 +96,20 @@ def read_results(model_dir: str) -> Optional[Dict[str, Any]]:
 
 def write_results(model_dir: str, results: Mapping[str, Any]) -> None:
   atomic_io.write_json(os.path.join(model_dir, RESULTS_FILE), results)
+
+
+def record_session(model_dir: str, earlier: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+  """Adds this process's `provenance.record()` to the run's sessions and returns them all.
+
+  Called before any work, so that a session stopped mid-training is named too: a resumed run
+  may have trained under several commits. `earlier` are the sessions a run recorded in its
+  results before it kept this file; they start the list when the file is new.
+  """
+  path = os.path.join(model_dir, SESSIONS_FILE)
+  sessions = atomic_io.read_json(path)
+  sessions = (list(earlier) if sessions is None else sessions) + [provenance.record()]
+  atomic_io.write_json(path, sessions)
+  return sessions
 
 
 def differences_between(recorded: Mapping[str, Any], asked: Mapping[str, Any]) -> List[str]:

@@ -63,6 +63,15 @@ class RunRecordsTest(tf.test.TestCase):
                                 "holds checkpoints but no run.json"):
       run_records.check_run_dir(self.model_dir, _definition())
 
+  def test_each_session_is_added_to_those_recorded(self):
+    before = dict(command="an older session", code=dict(commit="0" * 40))
+    first = run_records.record_session(self.model_dir, [before])
+    self.assertEqual(first[0], before)  # A run's earlier sessions start a new file.
+    self.assertEqual(set(first[1]), {"command", "code", "packages", "date_utc"})
+    second = run_records.record_session(self.model_dir, [])  # The file is what counts now.
+    self.assertEqual(second[:2], first)
+    self.assertLen(second, 3)
+
 
 if __name__ == "__main__":
   tf.test.main()

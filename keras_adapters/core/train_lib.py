@@ -94,6 +94,9 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
         f"{model_dir} holds the results of a finished run but not its final checkpoint, so "
         "it cannot evaluate again or export. Use a new model_dir=<folder>, or pass the data "
         "and export_dir it was run with.")
+  earlier = (results or {}).get(provenance.KEY, [])
+  sessions = (run_records.record_session(model_dir, earlier) if is_chief
+              else earlier + [provenance.record()])
   train_result = trainer.train()
   model = trainer.model
   if model is None:  # Finished earlier: restore the final weights.
@@ -112,8 +115,8 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
     task.export(model, export_dir)
     results["export_dir"] = export_dir
   results["total_seconds"] = results.get("total_seconds", 0.0) + time.time() - start
-  # One entry per session that trained, evaluated or exported: a run may span several.
-  results[provenance.KEY] = results.get(provenance.KEY, []) + [provenance.record()]
+  # One entry per session that trained, evaluated or exported, stopped ones included.
+  results[provenance.KEY] = sessions
   if is_chief:
     run_records.write_results(model_dir, results)
   return results

@@ -22,6 +22,9 @@ PACKAGES = ("tensorflow", "tf-keras", "tf-models-official", "tensorflow-hub",
             "tensorflow-text", "keras-tuner", "numpy")
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Where the committed records live. Edits there do not change the code: a run that rewrites
+# a record, then another that records its provenance, still ran the commit's code.
+RECORD_FOLDERS = ("results", "bench/results")
 
 
 def stamped(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -64,7 +67,7 @@ def command_line(argv: Sequence[str], repo_dir: str = REPO_DIR) -> Optional[str]
 def code_version(repo_dir: str = REPO_DIR,
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run
                  ) -> Dict[str, Any]:
-  """The commit of `repo_dir` and whether its tracked files differ from it.
+  """The commit of `repo_dir` and whether its tracked files, the records aside, differ from it.
 
   Without git, or outside a git work tree (an installed copy), `commit` and `clean` are
   `None` and `reason` says why: the record still says what it does not know.
@@ -79,9 +82,11 @@ def code_version(repo_dir: str = REPO_DIR,
   try:
     head = run(["git", "rev-parse", "HEAD"], cwd=repo_dir, capture_output=True, text=True,
                check=False)
-    # Untracked files (caches, runs) do not change the code that ran; edits to tracked ones do.
-    status = run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_dir,
-                 capture_output=True, text=True, check=False)
+    # Untracked files (caches, runs) do not change the code that ran; edits to tracked ones
+    # do, but for the records.
+    status = run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                  *(f":(exclude){folder}" for folder in RECORD_FOLDERS)],
+                 cwd=repo_dir, capture_output=True, text=True, check=False)
   except OSError as e:
     return dict(commit=None, clean=None, reason=f"git could not run: {e}")
   if head.returncode or status.returncode:

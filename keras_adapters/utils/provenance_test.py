@@ -57,6 +57,27 @@ class ProvenanceTest(tf.test.TestCase):
 
     self.assertEqual(provenance.code_version(run=git), dict(commit="abc", clean=False))
 
+  def test_rewritten_records_leave_the_tree_clean_edited_code_does_not(self):
+    repo = self.create_tempdir().full_path
+    for path in ("results/airline/comparison.json", "bench/results/b.json", "code.py"):
+      os.makedirs(os.path.dirname(os.path.join(repo, path)), exist_ok=True)
+      with open(os.path.join(repo, path), "w", encoding="utf-8") as f:
+        f.write("{}")
+
+    def git(*args):
+      subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    for path in ("results/airline/comparison.json", "bench/results/b.json"):
+      with open(os.path.join(repo, path), "w", encoding="utf-8") as f:
+        f.write('{"rerun": true}')
+    self.assertTrue(provenance.code_version(repo)["clean"])
+    with open(os.path.join(repo, "code.py"), "w", encoding="utf-8") as f:
+      f.write("edited = True")
+    self.assertFalse(provenance.code_version(repo)["clean"])
+
   def test_missing_package_is_none(self):
     self.assertEqual(provenance.package_versions(["no-such-distribution-xyz"]),
                      {"no-such-distribution-xyz": None})
