@@ -8,8 +8,9 @@ The README marks what it quotes with HTML comments, invisible once rendered:
   the text just before the marker (bold `**` aside) must end with the value of the expression
   over that file's JSON, formatted by the last word (a Python format spec: `.2f`, `,.0f`,
   `+.2f`, `.1%`). An expression reads keys as names and attributes (`summary.ms.ours`),
-  indexes (`rows[0]`, `scores["0-4"]`), and takes `+ - * /`, `min`, `max`, `abs` and
-  `median`;
+  indexes (`rows[0]`, `scores["0-4"]`), and takes `+ - * /`, `min`, `max`, `abs`,
+  `median`, `len` and `tally` (`tally(cases, "verdict")["clear error"]`: how many of a list's
+  records hold each value of a key);
 - `<!-- same as results/suite.md -->` says that the lines after it are the file's, verbatim:
   a generated table, kept whole.
 
@@ -17,6 +18,7 @@ So a rerun that changes a file fails this test until the README says the new fig
 """
 
 import ast
+import collections
 import json
 import operator
 import os
@@ -30,7 +32,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MARKER = re.compile(r"<!--\s*(figures:|=|same as)\s*(.*?)\s*-->", re.S)
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
               ast.Div: operator.truediv}
-_FUNCTIONS = dict(min=min, max=max, abs=abs, median=statistics.median)
+_FUNCTIONS = dict(min=min, max=max, abs=abs, median=statistics.median, len=len,
+                  tally=lambda records, key: collections.Counter(r[key] for r in records))
 
 
 def evaluate(expression: str, record: Any) -> Any:
@@ -168,6 +171,10 @@ class ReadmeFiguresTest(tf.test.TestCase):
       evaluate("__import__('os').getcwd()", {})
     self.assertEqual(evaluate('median(a["x-y"]) * 2 - b[1]', {"a": {"x-y": [1, 5, 3]},
                                                              "b": [0, 1]}), 5)
+    cases = dict(cases=[dict(verdict="clear error"), dict(verdict="correct result"),
+                        dict(verdict="clear error")])
+    self.assertEqual(evaluate('tally(cases, "verdict")["clear error"]', cases), 2)
+    self.assertEqual(evaluate('len(cases)', cases), 3)
 
 
 if __name__ == "__main__":
