@@ -72,16 +72,25 @@ def settings_from_flags(config_cls: type, **overrides: Any) -> Any:
   return config_cls(**{**values, **overrides})
 
 
-def define_methods_flag(purpose: str) -> None:
-  """Defines `--methods` (`purpose`: what the script does with them), refusing at parse time
-  a name that is not one of the paper's methods."""
+def define_methods_flag(purpose: str, name: str = "methods") -> None:
+  """Defines `--<name>`, a list of the paper's methods (`purpose`: what the script does with
+  them), refusing at parse time a name that is not one of them."""
   # Imported here: the comparison's module loads the run driver and TensorFlow.
   from keras_adapters.analysis import method_comparison  # pylint: disable=g-import-not-at-top
   methods = sorted(method_comparison.METHODS)
-  flags.DEFINE_list("methods", None, f"{purpose} ({', '.join(methods)}).")
+  flags.DEFINE_list(name, None, f"{purpose} ({', '.join(methods)}).")
   flags.register_validator(
-      "methods", lambda names: not set(names or ()) - set(methods),
-      message=f"name methods among {', '.join(methods)}, e.g. --methods=adapters,full.")
+      name, lambda names: not set(names or ()) - set(methods),
+      message=f"name methods among {', '.join(methods)}, e.g. --{name}=adapters,full.")
+
+
+def define_rerun_flag(compared: str) -> None:
+  """Defines `--rerun`: methods of a comparison (`compared`: which) to train again."""
+  define_methods_flag(
+      f"Methods of {compared} to train again from the first step although the results table "
+      "has their rows and their run folders finished runs (after a change of the code): "
+      "their rows leave the table and their folders are moved aside to "
+      "<folder>.replaced-<time>; resume a stopped rerun without --rerun", name="rerun")
 
 
 def define_output_flags(model_dir: str, *, results_dir: str = None,

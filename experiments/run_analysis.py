@@ -22,7 +22,8 @@ resumes a study on a fresh clone.
 every built-in task), runs the comparison of a task lacking a BERT method (on its recorded
 budget, or on run_classification's: 2,000 training examples, 2 epochs; runs in
 `<model_dir>/<task>`, as the README's comparisons), and writes `<results_dir>/suite.json` and
-`suite.md`.
+`suite.md`. `--rerun=<methods>` trains those methods of every task in `--tasks` again (after
+a change of the code), their old run folders moved aside.
 """
 
 import dataclasses
@@ -57,6 +58,7 @@ common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 flags.DEFINE_list("tasks", None,
                   "Tasks of --study=suite; default: every built-in task "
                   f"({', '.join(builtin_datasets.BUILTIN_TASKS)}).")
+common_flags.define_rerun_flag("--study=suite's comparisons of --tasks")
 common_flags.define_output_flags(
     "<runs/analysis/<task>/<cpu|paper> for a study, runs for the suite>",
     results_dir="<results/<task> for a study, results for the suite>", export_dir=None)
@@ -145,7 +147,7 @@ def _run_suite(config, budget):
   num_layers = _num_layers(config)
   seeds = [int(seed) for seed in FLAGS.seeds]
 
-  def run_comparison(task, comparison):
+  def run_comparison(task, comparison, methods):
     # A comparison missing a method is completed on its own recorded budget; the methods it
     # has keep their rows.
     recorded = comparison if comparison and "epochs" in comparison else None
@@ -157,12 +159,13 @@ def _run_suite(config, budget):
         task=task)
     return method_comparison.compare_methods(
         spec, dict(train=splits["train"], test=splits["test"]), task_config,
-        suite_lib.missing_methods(comparison), seeds, os.path.join(model_dir, task),
-        os.path.join(results_dir, task), num_layers)
+        methods, seeds, os.path.join(model_dir, task), os.path.join(results_dir, task),
+        num_layers, rerun=FLAGS.rerun or ())
 
   suite = suite_lib.run_suite(
       tasks, results_dir, run_comparison,
-      notes={task: builtin_datasets.BUILTIN_TASKS[task].description for task in tasks})
+      notes={task: builtin_datasets.BUILTIN_TASKS[task].description for task in tasks},
+      rerun=FLAGS.rerun or ())
   print(suite_lib.markdown_table(suite))
   print(f"Written: {results_dir}/{suite_lib.SUITE_JSON} and {suite_lib.SUITE_MARKDOWN}")
 
@@ -180,6 +183,10 @@ def main(argv):
                          "comparison with run_classification.py --methods.")
   if FLAGS.study != _SUITE and FLAGS.tasks:
     raise app.UsageError(f"--tasks is for --study=suite; --study={FLAGS.study} runs --task.")
+  if FLAGS.study != _SUITE and FLAGS.rerun:
+    raise app.UsageError(f"--rerun is for --study=suite; to train --study={FLAGS.study}'s "
+                         f"runs again, move <results_dir>/analysis/{FLAGS.study}.json and its "
+                         "runs in --model_dir aside.")
   unknown = [task for task in FLAGS.tasks or () if task not in builtin_datasets.BUILTIN_TASKS]
   if unknown:
     raise app.UsageError(f"--tasks={','.join(FLAGS.tasks)}: {', '.join(unknown)} is no "

