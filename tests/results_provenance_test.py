@@ -25,7 +25,6 @@ _RECORDS = sorted(
 # Written before their writers recorded provenance; the reruns that replace them take hours
 # of the 2 cores and go in turns, the benchmarks alone on the machine.
 _WRITTEN_BEFORE_PROVENANCE = frozenset([
-    "results/airline/analysis/learning_rate.json",
     "results/airline/analysis/tradeoff.json",
 ])
 _FIELDS = {"command", "code", "packages", "date_utc"}
