@@ -123,7 +123,6 @@ class CommandLineErrorsTest(tf.test.TestCase):
         ("--study=suite", "--tasks=airline,nope"): "--tasks=airline,nope: nope is no built-in",
         ("--study=ablation", "--tasks=airline"): "--tasks is for --study=suite",
         ("--study=tradeoff", "--rerun=adapters"): "--rerun is for --study=suite",
-        ("--study=suite", "--rerun=adaptors"): "--rerun=adaptors: name methods among",
         ("--study=init_scale", "--seeds=a"): "--seeds=a",
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:

@@ -279,13 +279,19 @@ class RunClassificationTest(tf.test.TestCase):
     self.assertEmpty(os.listdir(model_dir))
 
   def test_rerun_of_a_method_not_compared(self):
-    """--rerun names methods of --methods; another is a UsageError before anything is read
-    or written."""
+    """--rerun names methods of --methods; another is a UsageError, an unknown name a flag
+    error, both before anything is read or written."""
     model_dir = self._new_dir()
+    absent = os.path.join(model_dir, "absent.csv")
     with self.assertRaisesRegex(app.UsageError, r"--rerun=full,top_k: --methods does not "
                                 r"compare full, top_k; list them in --methods too\."):
       self._main(self._argv(model_dir, self._manifest(), methods="adapters",
-                            rerun="full,top_k", data_path=os.path.join(model_dir, "absent.csv")))
+                            rerun="full,top_k", data_path=absent))
+    with self.assertRaisesRegex(flags.IllegalFlagValueError,
+                                r"--rerun=\['adaptors'\]: name methods among adapters, full, "
+                                r"layer_norm, top_k, e.g. --rerun=adapters,full\."):
+      self._main(self._argv(model_dir, self._manifest(), methods="adapters",
+                            rerun="adaptors", data_path=absent))
     self.assertEmpty(os.listdir(model_dir))
 
   def test_stray_argument(self):
