@@ -2,10 +2,8 @@
 
 A file records it at its top (`provenance`: the command, the code version, the packages, the
 date; or a list of them, one per session of a resumed run), and so does each row of a table
-that merges the rows of several commands (`rows`). The files written before provenance was
-recorded are listed below: they are rerun in turn on the current code, and this test fails
-until a rerun file leaves the list, so the list only shrinks and a new writer that forgets
-its provenance is caught.
+that merges the rows of several commands (`rows`). A new writer that forgets its provenance
+is caught here.
 """
 
 import glob
@@ -22,11 +20,6 @@ _RECORDS = sorted(
     os.path.relpath(path, _REPO)
     for pattern in ("results/**/*.json", "bench/results/*.json")
     for path in glob.glob(os.path.join(_REPO, pattern), recursive=True))
-# Written before their writers recorded provenance; the reruns that replace them take hours
-# of the 2 cores and go in turns, the benchmarks alone on the machine.
-_WRITTEN_BEFORE_PROVENANCE = frozenset([
-    "results/airline/analysis/tradeoff.json",
-])
 _FIELDS = {"command", "code", "packages", "date_utc"}
 
 
@@ -57,17 +50,12 @@ class ResultsProvenanceTest(parameterized.TestCase):
 
   def test_the_records_are_found(self):
     self.assertGreater(len(_RECORDS), 20)
-    self.assertContainsSubset(_WRITTEN_BEFORE_PROVENANCE, _RECORDS)
 
   @parameterized.named_parameters((path, path) for path in _RECORDS)
-  def test_records_its_provenance_unless_written_before_it_was_recorded(self, path):
+  def test_records_its_provenance(self, path):
     missing = _missing(path)
-    if path in _WRITTEN_BEFORE_PROVENANCE:
-      self.assertNotEmpty(missing, f"{path} records its provenance now: take it off the list "
-                          "of files written before provenance was recorded.")
-    else:
-      self.assertEmpty(missing, f"{path} lacks provenance ({', '.join(missing)}): its writer "
-                       "must store provenance.record().")
+    self.assertEmpty(missing, f"{path} lacks provenance ({', '.join(missing)}): its writer "
+                     "must store provenance.record().")
 
 
 if __name__ == "__main__":
