@@ -40,6 +40,7 @@ from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.training import trainer
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
 FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
@@ -301,7 +302,10 @@ def _recorded_outcomes(previous, keep_scores):
     if run.get("diverged"):
       recorded[run["name"]] = dict(name=run["name"], diverged=run["diverged"])
     elif keep_scores and "score" in run:
-      recorded[run["name"]] = dict(name=run["name"], **{key: run[key] for key in fields})
+      # Runs recorded before studies kept their sessions have none to keep.
+      sessions = {provenance.KEY: run[provenance.KEY]} if provenance.KEY in run else {}
+      recorded[run["name"]] = dict(name=run["name"], **{key: run[key] for key in fields},
+                                   **sessions)
   return recorded
 
 
@@ -316,10 +320,14 @@ def budget_line(budget: Budget, splits, trials: Sequence[Trial]) -> str:
 
 
 def _outcome(trial, results, metric):
+  # The run's own sessions: a study resumed over several sessions, or reading runs another
+  # study trained, names the command and commit behind each score; its top-level provenance
+  # names only the session that wrote it last.
   return dict(name=trial.name, score=100.0 * results["metrics"][EVAL_SPLIT][metric],
               trainable_parameters=results["parameters"]["trainable"],
               train_seconds=results["train_seconds"],
-              total_seconds=results.get("total_seconds", results["train_seconds"]))
+              total_seconds=results.get("total_seconds", results["train_seconds"]),
+              **{provenance.KEY: results[provenance.KEY]})
 
 
 _SUMMARY_KEYS = ("study", "figure", "task", "metric", "eval_split", "complete", "budget",
@@ -336,7 +344,8 @@ def summarize(study: Study, spec, splits, budget: Budget,
     splits: "train" and `EVAL_SPLIT`.
     budget: The budget.
     outcomes: Trial name → `{"score", "trainable_parameters", "train_seconds",
-      "total_seconds"}` of a finished trial, or `{"diverged": message}`.
+      "total_seconds", provenance.KEY}` of a finished trial (the last, the sessions that made
+      the run, where recorded), or `{"diverged": message}`.
 
   Returns:
     A JSON-ready dict; `complete` says whether every trial has an outcome.

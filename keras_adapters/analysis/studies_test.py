@@ -22,6 +22,7 @@ from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 _BASE = config_definitions.ExperimentConfig.from_settings(
     hub_handle="/nowhere/encoder", preprocess_handle="/nowhere/p", pooling="mean", epochs=2.0)
@@ -31,9 +32,14 @@ class _Killed(BaseException):
   """Stands for the process being killed: no `except Exception` catches it."""
 
 
+# What `run_task` records of the sessions that made a run (`provenance.record()` each).
+_FAKE_SESSIONS = [dict(command="experiments/run_analysis.py --study=init_scale")]
+
+
 def _fake_results(score, trainable=100):
   return dict(metrics=dict(validation=dict(accuracy=score)),
-              parameters=dict(trainable=trainable), train_seconds=60.0, total_seconds=90.0)
+              parameters=dict(trainable=trainable), train_seconds=60.0, total_seconds=90.0,
+              provenance=_FAKE_SESSIONS)
 
 
 class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
@@ -163,6 +169,13 @@ class RunStudyTest(tf.test.TestCase):
                       budget["eval_examples"]), (2, 18, 6))
     self.assertGreater(budget["train_minutes"], 0)
     self.assertGreaterEqual(budget["run_minutes"], budget["train_minutes"])
+    # Each run names the sessions that made it, as its folder records them: the first
+    # trained in the killed session, the other in the resumed one.
+    for trial, run in zip(study.trials, summary["runs"]):
+      with open(os.path.join(runs_dir, trial.name, run_records.RESULTS_FILE),
+                encoding="utf-8") as f:
+        self.assertEqual(run[provenance.KEY], json.load(f)[provenance.KEY])
+      self.assertLen(run[provenance.KEY], 1)
 
   def test_diverged_runs_are_recorded_and_not_run_again(self):
     study, summary_path = self._study(), os.path.join(self.root, "study.json")
@@ -206,6 +219,8 @@ class RunStudyTest(tf.test.TestCase):
     self.assertIn("2 run(s), 1 finished already", lines[0])
     self.assertTrue(summary["complete"])
     self.assertEqual([point["mean"] for point in summary["points"]], [75.0, 75.0])
+    # The run known only from the JSON keeps the sessions recorded there.
+    self.assertEqual([run[provenance.KEY] for run in summary["runs"]], [_FAKE_SESSIONS] * 2)
 
   def test_recorded_runs_of_other_settings_are_trained_again(self):
     study, summary_path = self._study(), os.path.join(self.root, "study.json")
