@@ -95,10 +95,11 @@ class ErrorMessagesTest(tf.test.TestCase):
       self.assertEqual(
           cli.flag_message('Pass encoding="latin-1", or encoding=("utf-8", "latin-1"); or '
                            "drop_empty=True; not drop_empty=False; max_seq_length=600 is too "
-                           "long; label_names=None; a new model_dir=<folder> (a rerun)."),
+                           "long; label_names=None; epochs=1.0 there, epochs=2.0 now; a new "
+                           "model_dir=<folder> (a rerun)."),
           'Pass --encoding="latin-1", or --encoding=utf-8,latin-1; or --drop_empty; not '
-          "--nodrop_empty; --max_seq_length=600 is too long; label_names=None; a new "
-          "--model_dir=<folder> (a rerun).")
+          "--nodrop_empty; --max_seq_length=600 is too long; label_names=None; --epochs=1.0 "
+          "there, --epochs=2.0 now; a new --model_dir=<folder> (a rerun).")
 
   def test_the_recommended_options_exist_as_flags(self):
     """The messages about empty texts and undecodable bytes recommend --drop_empty and

@@ -278,6 +278,17 @@ class RunClassificationTest(tf.test.TestCase):
                             data_path=os.path.join(model_dir, "absent.csv")))
     self.assertEmpty(os.listdir(model_dir))
 
+  def test_bad_seeds(self):
+    """--seeds takes distinct whole numbers; anything else is a flag error before any data is
+    read or anything is written."""
+    model_dir = self._new_dir()
+    with self.assertRaisesRegex(flags.IllegalFlagValueError,
+                                r"--seeds=\['abc'\]: give comma-separated whole numbers of at "
+                                r"least 0, each once, e.g. --seeds=0,1,2\."):
+      self._main(self._argv(model_dir, self._manifest(), methods="adapters", seeds="abc",
+                            data_path=os.path.join(model_dir, "absent.csv")))
+    self.assertEmpty(os.listdir(model_dir))
+
   def test_rerun_of_a_method_not_compared(self):
     """--rerun names methods of --methods; another is a UsageError, an unknown name a flag
     error, both before anything is read or written."""
