@@ -71,15 +71,14 @@ def run_suite(tasks: Sequence[str], results_dir: str,
   for task in tasks:
     comparison = read_comparison(results_dir, task)
     missing = missing_methods(comparison)
+    to_run = [method for method in BERT_METHODS if method in missing or method in rerun]
     if missing:
       log(f"{task}: no {', '.join(missing)} row in {results_dir}/{task}/{COMPARISON_FILE}; "
           "running the comparison (finished runs are not trained again).")
-    if missing or rerun:
-      if rerun:
-        log(f"{task}: training {', '.join(rerun)} again.")
-      comparison = run_comparison(
-          task, comparison, [method for method in BERT_METHODS
-                             if method in missing or method in rerun])
+    if rerun:
+      log(f"{task}: training {', '.join(rerun)} again.")
+    if to_run:
+      comparison = run_comparison(task, comparison, to_run)
     else:
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison
