@@ -34,3 +34,33 @@ from keras_adapters.utils.errors import RunFailedError
 from keras_adapters.utils.errors import UsageError
 
 __version__ = "0.1.0"
+
+# The public API: what `docs/reference/api.md` documents.
+__all__ = [
+    "PreprocessingConfig",
+    "default_hub_handle",
+    "default_preprocess_handle",
+    "export_multitask",
+    "export_qa",
+    "export_task",
+    "load_adapterhub",
+    "save_adapterhub",
+    "AdaptedTransformerBlock",
+    "Adapter",
+    "AdaptedBert",
+    "AdapterConfig",
+    "build_classifier",
+    "parameter_summary",
+    "print_trainable_parameters",
+    "export_task_from_artifact",
+    "load_adapters",
+    "load_task_model",
+    "save_adapters",
+    "build_span_labeler",
+    "TUNING_POLICIES",
+    "AdaptedBertEncoder",
+    "INPUT_KEYS",
+    "DataError",
+    "RunFailedError",
+    "UsageError",
+]

