@@ -35,7 +35,9 @@ from absl import flags
 from absl import logging as absl_logging
 
 from experiments import interruption
+from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 flags.DEFINE_bool("verbose", False,
@@ -47,7 +49,7 @@ FLAGS = flags.FLAGS
 # `tf.io.gfile` (any file system, `gs://` too), which raises TensorFlow's errors, not OSError.
 _USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundError,
                  FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
-                 tf.errors.PermissionDeniedError)
+                 tf.errors.PermissionDeniedError, tf.errors.NotFoundError)
 # A run that failed with valid settings: a disk or network error, no memory left.
 _RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError, tf.errors.UnavailableError,
                  tf.errors.DeadlineExceededError, tf.errors.DataLossError)
@@ -63,13 +65,46 @@ _BUG_HINT = ("This is a bug, not a mistake in what you gave: rerun with --verbos
 
 def run(main):
   """Runs `main(argv)` like `absl.app.run`, with quiet logs and one-line errors."""
+  sys.stdout = LineTracker(sys.stdout)
   app.run(lambda argv: _run_main(main, argv), flags_parser=_parse_flags)
+
+
+class LineTracker:
+  """A text stream that remembers whether its last line is unfinished: a Keras progress bar
+  (`0/1 [....] - ETA: 0s`) rewrites its line with `\\r` and ends it only when done, and an
+  error printed then must start on a line of its own."""
+
+  def __init__(self, stream):
+    self._stream = stream
+    self.line_open = False
+
+  def write(self, text):
+    if text:
+      self.line_open = not text.endswith("\n")
+    return self._stream.write(text)
+
+  def end_line(self):
+    """Ends an unfinished line (a progress bar's) with a newline."""
+    if self.line_open:
+      self.write("\n")
+    self.flush()
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
+# The flags of the scripts that name a folder they write to: refused before any work when
+# unusable (a file, inside a file, not writable, a URL TensorFlow cannot read or reach).
+OUTPUT_DIR_FLAGS = ("model_dir", "results_dir", "export_dir", "feature_cache_dir", "glue_dir",
+                    "to_artifact", "to_adapterhub")
 
 
 def _parse_flags(argv):
   """Parses the flags; a value absl refuses is one line and status 2, like any bad usage."""
   try:
-    return FLAGS(argv)
+    remaining = FLAGS(argv)
+    expand_home()
+    return remaining
   except flags.Error as error:
     # "flag --seeds=['abc']: ..." as "--seeds=abc: ...": the value as it was typed.
     message = re.sub(r"^flag (--\w+=)(\[[^\]]*\])?",
@@ -79,9 +114,32 @@ def _parse_flags(argv):
 
 
 def check_arguments(argv):
-  """Refuses what is left on the command line after the flags: a script takes none."""
+  """Refuses what is left on the command line after the flags, for a script takes none, and
+  an output folder flag that cannot be used (see `OUTPUT_DIR_FLAGS`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  for name in OUTPUT_DIR_FLAGS:
+    if name in FLAGS and isinstance(FLAGS[name].value, str) and FLAGS[name].value:
+      atomic_io.check_output_dir(FLAGS[name].value, name)
+
+
+# `~/...` or `~user/...`: a path in a home folder (not a lone `~`, a delimiter's value).
+_HOME = re.compile(r"^~[\w.-]*/")
+
+
+def expand_home():
+  """Expands a leading `~` in every string flag given, as a shell does: the shell leaves the
+  `~` of `--model_dir=~/runs` as it is, and a folder named `~` would be made."""
+  for name in FLAGS:
+    flag = FLAGS[name]
+    if not flag.present or flag.value is None:
+      continue
+    if isinstance(flag.value, str) and _HOME.match(flag.value):
+      flag.value = os.path.expanduser(flag.value)
+    elif isinstance(flag.value, list) and any(isinstance(item, str) and _HOME.match(item)
+                                              for item in flag.value):
+      flag.value = [os.path.expanduser(item) if isinstance(item, str) and _HOME.match(item)
+                    else item for item in flag.value]
 
 
 def _run_main(main, argv):
@@ -93,8 +151,16 @@ def _run_main(main, argv):
   except Exception as error:  # pylint: disable=broad-except
     if FLAGS.verbose:
       raise
-    status, hint = error_kind(error)
-    _exit(_one_line(error, with_type=hint == _BUG_HINT), status, hint)
+    status, lines = error_report(error)
+    _exit(lines[0], status, *lines[1:])
+
+
+def error_report(error):
+  """The exit status of `error` and the lines `script.py: error: ` leads: its message on one
+  line (library arguments written as flags), then the hint, if any."""
+  status, hint = error_kind(error)
+  message = flag_message(_one_line(error, with_type=hint == _BUG_HINT))
+  return status, [message] + ([hint] if hint else [])
 
 
 def error_kind(error):
@@ -103,6 +169,12 @@ def error_kind(error):
     return USAGE_EXIT_STATUS, None
   if isinstance(error, _RUN_FAILURES):
     return FAILURE_EXIT_STATUS, _VERBOSE_HINT
+  # A path the library did not check first (`file_systems.reaching`): a URL TensorFlow has no
+  # file system for is the user's to change; storage it cannot reach, the machine's.
+  if isinstance(error, tf.errors.OpError) and file_systems.translated(error, "gs://",
+                                                                        "path") is not None:
+    return ((USAGE_EXIT_STATUS, None) if isinstance(error, tf.errors.UnimplementedError)
+            else (FAILURE_EXIT_STATUS, _VERBOSE_HINT))
   if _raised_by_this_project(error):
     # A message written here for the user, raised as a built-in type that says less
     # (`ValueError` for a bad argument, `RuntimeError` for a failed run).
@@ -138,6 +210,8 @@ def _one_line(error, with_type=False):
 
 
 def _exit(message, status, hint=None):
+  if isinstance(sys.stdout, LineTracker):
+    sys.stdout.end_line()  # A progress bar on screen: the error starts on a new line.
   print(f"{os.path.basename(sys.argv[0])}: error: {flag_message(message)}", file=sys.stderr)
   if hint:
     print(hint, file=sys.stderr)

@@ -19,6 +19,7 @@ from keras_adapters.data import builtin_datasets
 from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import text_classification
 from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
 
 _SPLITS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "splits")
 
@@ -88,6 +89,10 @@ def load_splits(model_dir, max_train_examples, task=None):
     app.UsageError: Only some of the split file flags are given, or with --data_path or
       --task.
   """
+  # A URL TensorFlow cannot read, or storage it cannot reach, named by its flag.
+  for name in ("data_path", "split_manifest") + _SPLIT_FILE_FLAGS:
+    if FLAGS[name].value:
+      file_systems.check_reachable(FLAGS[name].value, name)
   local_manifest = FLAGS.split_manifest or os.path.join(model_dir, "split.json")
   if task is not None:
     spec, splits = builtin_datasets.split_builtin_task(

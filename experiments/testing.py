@@ -30,7 +30,20 @@ def run_main(main, argv):
   printed = io.StringIO()
   with flagsaver.flagsaver():
     remaining = flags.FLAGS(argv)
+    cli.expand_home()
     cli.check_arguments(remaining)
     with contextlib.redirect_stdout(printed):
       main(remaining)
   return printed.getvalue()
+
+
+def cli_error(main, argv):
+  """Runs `main` on the command line `argv` as `cli.run` does, in-process (flags restored
+  afterwards), and returns its exit status and the lines it would print after
+  `script.py: error: ` (the message, then any hint); `(0, [])` when it succeeds."""
+  try:
+    run_main(main, argv)
+  except Exception as error:  # pylint: disable=broad-except
+    return cli.error_report(error)
+  return 0, []
+

@@ -18,10 +18,13 @@ one is a `UsageError` naming the setting. The adapter section is the library's
 """
 
 import dataclasses
+import os
 import typing
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from official.modeling.hyperparams import params_dict
+import tensorflow as tf
+import yaml
 
 from keras_adapters.hub import compatibility
 from keras_adapters.models import adapter_config as adapter_config_lib
@@ -29,6 +32,7 @@ from keras_adapters.models import classifier
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
 from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
 from keras_adapters.utils import precision
 from keras_adapters.utils import settings
 
@@ -56,15 +60,20 @@ class ModelConfig:
       value = getattr(self, name)
       if not isinstance(value, str) or not value:
         raise errors.UsageError(f"{name}={value!r}: give a TF Hub handle or a local path.")
+      if value.startswith("~"):
+        # `--hub_handle=~/models/bert`: the shell leaves a `~` after `=` as it is.
+        object.__setattr__(self, name, os.path.expanduser(value))
     settings.check_choice("pooling", self.pooling, classifier.POOLINGS)
     if not isinstance(self.adapter, AdapterConfig):
       raise errors.UsageError(f"adapter={self.adapter!r}: give an AdapterConfig.")
     if self.adapter.tuning == "adapters" and self.adapter.adapter_size is None:
       raise errors.UsageError("adapter_size=None: must be a whole number of at least 1 with "
                               "tuning='adapters' (the other tunings have no adapters).")
-    if self.adapter.tuning != "adapters" and self.adapter.adapter_size is not None:
+    if self.adapter.tuning != "adapters" and (self.adapter.adapter_size is not None
+                                              or self.adapter.reduction_factor is not None):
       # The baselines have no adapters: one setting, not a contradiction to resolve later.
-      object.__setattr__(self, "adapter", dataclasses.replace(self.adapter, adapter_size=None))
+      object.__setattr__(self, "adapter", dataclasses.replace(
+          self.adapter, adapter_size=None, reduction_factor=None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,16 +222,121 @@ def override_dict(nested: Mapping[str, Any], overrides: Any) -> Dict[str, Any]:
   """`nested` (a config tree as a dict) overridden by a nested dict, a YAML file or a
   `--params_override` string (`"trainer.learning_rate=1e-3,model.adapter.adapter_size=16"`
   or YAML text), read by the Model Garden's `params_dict.override_params_dict`; a key the
-  tree does not have is refused."""
+  tree does not have, a YAML file that is missing, is no valid YAML or holds no mapping, and
+  a second bottleneck size (`adapter_size` beside `reduction_factor`) are refused."""
+  values = override_values(overrides)
+  _check_one_bottleneck_size(nested, values)
   params = params_dict.ParamsDict(_complete(nested))
   try:
-    params = params_dict.override_params_dict(params, overrides, is_strict=True)
+    params = params_dict.override_params_dict(params, values, is_strict=True)
   except (KeyError, ValueError, TypeError, AttributeError) as e:
     raise errors.UsageError(
         f"Cannot apply the override {overrides!r}: {e}. Give `section.setting=value` pairs "
         f"separated by commas, YAML, or a YAML file; the sections are "
         f"{[field.name for field in dataclasses.fields(ExperimentConfig)]}.") from None
   return params.as_dict()
+
+
+def override_values(overrides: Any) -> Dict[str, Any]:
+  """The nested dict of settings that `overrides` gives: a dict as it is, a string of
+  `section.setting=value` pairs, YAML text, or the path of a YAML file (any `tf.io.gfile`
+  file system). A missing file, YAML that does not parse (its line and cause named) and a
+  top level that is not a mapping are `UsageError`s naming the file."""
+  if isinstance(overrides, Mapping):
+    return dict(overrides)
+  if not isinstance(overrides, str):
+    raise errors.UsageError(f"Cannot apply the override {overrides!r}: give a dict, "
+                            "`section.setting=value` pairs, YAML, or a YAML file.")
+  if not overrides.strip():
+    return {}
+  try:
+    text = params_dict.nested_csv_str_to_json_str(overrides)
+  except ValueError:
+    text = overrides
+  try:
+    values = yaml.load(text, Loader=params_dict._LOADER)  # pylint: disable=protected-access
+  except yaml.YAMLError as e:
+    if "\n" not in overrides and ":" not in overrides and "=" not in overrides:
+      values = None  # A path, such as `conf[1.yaml`.
+    else:
+      raise errors.UsageError(f"The override {overrides!r} is not valid YAML: "
+                              f"{_yaml_problem(e)}.") from None
+  if isinstance(values, dict):
+    return values
+  if "\n" in overrides:
+    raise errors.UsageError(f"The override {overrides!r} is YAML of a {_kind(values)}, not a "
+                            "mapping of sections (model:, data:, trainer:, runtime:).")
+  return _read_config_file(os.path.expanduser(overrides))
+
+
+def _read_config_file(path: str) -> Dict[str, Any]:
+  """The settings of the YAML file at `path`, or a `UsageError` naming it and the fix."""
+  with file_systems.reaching(path, "config_file"):
+    if not tf.io.gfile.exists(path):
+      raise errors.UsageError(
+          f"The config file {path!r} does not exist (nor is it `section.setting=value` pairs "
+          "or YAML): check the path.")
+    if tf.io.gfile.isdir(path):
+      raise errors.UsageError(f"The config file {path!r} is a folder: give a YAML file.")
+    with tf.io.gfile.GFile(path, "rb") as f:
+      data = f.read()
+  try:
+    values = yaml.load(data.decode("utf-8-sig"), Loader=params_dict._LOADER)  # pylint: disable=protected-access
+  except UnicodeDecodeError as e:
+    raise errors.UsageError(f"The config file {path!r} is not UTF-8 text ({e.reason} at byte "
+                            f"{e.start}): give a YAML file.") from None
+  except yaml.YAMLError as e:
+    raise errors.UsageError(f"The config file {path!r} is not valid YAML: "
+                            f"{_yaml_problem(e)}.") from None
+  if values is None:  # An empty file, or only comments.
+    return {}
+  if not isinstance(values, dict):
+    raise errors.UsageError(
+        f"The config file {path!r} holds a {_kind(values)} at its top level: it must be a "
+        "mapping of sections (model:, data:, trainer:, runtime:), e.g. `trainer: "
+        "{learning_rate: 0.001}`.")
+  return values
+
+
+def _yaml_problem(error: "yaml.YAMLError") -> str:
+  """Where and why YAML did not parse: `line 3, column 1: found character '\\t' that cannot
+  start any token (YAML indents with spaces, not tabs)`."""
+  mark = getattr(error, "problem_mark", None)
+  problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+  where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+  hint = " (YAML indents with spaces, not tabs)" if "\\t" in problem else ""
+  return f"{where}{problem}{hint}"
+
+
+def _kind(value: Any) -> str:
+  return {list: "list", str: "string"}.get(type(value), type(value).__name__)
+
+
+def _check_one_bottleneck_size(nested: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+  """Refuses `adapter_size` and `reduction_factor` both given: two sizes of one bottleneck,
+  of which `reduction_factor` would win silently. An override giving both is refused, and so
+  is one giving either where an earlier override (a config file, the flags) gave the other;
+  an earlier `adapter_size` at its default counts as not given."""
+  given = values.get("model")
+  given = given.get("adapter") if isinstance(given, Mapping) else None
+  if not isinstance(given, Mapping):
+    return
+  before = nested.get("model") or {}
+  before = before.get("adapter") or {} if isinstance(before, Mapping) else {}
+  size, rate = given.get("adapter_size"), given.get("reduction_factor")
+  if size is not None and rate is not None:
+    pass
+  elif rate is not None and before.get("adapter_size") not in (None,
+                                                               AdapterConfig().adapter_size):
+    size = before["adapter_size"]
+  elif size is not None and before.get("reduction_factor") is not None:
+    rate = before["reduction_factor"]
+  else:
+    return
+  raise errors.UsageError(
+      f"adapter_size={size!r} and reduction_factor={rate!r} both size the adapters' "
+      "bottleneck (m = hidden size // reduction_factor, in place of adapter_size): give one "
+      "of them.")
 
 
 def _complete(nested, config_cls=None):

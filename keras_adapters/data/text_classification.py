@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_adapters.data import examples as examples_lib
 from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
 
 TaskSpec = examples_lib.TaskSpec
 TextExamples = examples_lib.TextExamples
@@ -112,6 +113,7 @@ def read_text_classification(
   encodings = (encoding,) if isinstance(encoding, str) else tuple(encoding)
   if not encodings:
     raise errors.UsageError("`encoding` is empty; pass an encoding such as \"utf-8\".")
+  file_systems.check_reachable(path, "path")
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(
         f"{path} does not exist. Pass a {', '.join(_FILE_FORMATS)} file or a folder with "

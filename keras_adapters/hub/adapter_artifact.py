@@ -127,12 +127,37 @@ def read_adapter_config(directory):
     raise AdapterArtifactError(
         f"No adapter artifact at {directory!r}: {CONFIG_FILE} is missing. Pass a folder "
         "written by save_adapters().")
+  if isinstance(config, dict) and "format_version" not in config and is_adapterhub_folder(
+      directory, config):
+    raise AdapterArtifactError(
+        f"{os.fspath(directory)!r} is an AdapterHub adapter (AdapterHub's {CONFIG_FILE}, "
+        "without this library's format_version), not an adapter artifact: convert it with "
+        f"`python experiments/convert_adapterhub.py --from_adapterhub={os.fspath(directory)} "
+        "--to_artifact=<folder>` and pass that folder, or load it with "
+        "keras_adapters.load_adapterhub.")
   if not isinstance(config, dict) or config.get("format_version") not in _READABLE_VERSIONS:
     version = config.get("format_version") if isinstance(config, dict) else None
     raise AdapterArtifactError(
         f"{path} has format_version {version!r}; this version of keras_adapters reads "
         f"{list(_READABLE_VERSIONS)}.")
   return config
+
+
+# What AdapterHub's `save_adapter` writes beside its `adapter_config.json`, and the keys of
+# that file (`config` holds the adapter's options, `name` its name).
+_ADAPTERHUB_FILES = ("adapter.safetensors", "pytorch_adapter.bin", "head_config.json")
+_ADAPTERHUB_KEYS = ("config", "hidden_size", "model_class", "model_type", "version")
+
+
+def is_adapterhub_folder(directory, config=None) -> bool:
+  """Whether `directory` holds an AdapterHub adapter (its files or its config's keys), not
+  an artifact of this library; `config`: its parsed `adapter_config.json`, if read."""
+  directory = os.fspath(directory)
+  if isinstance(config, dict) and "format_version" in config:
+    return False
+  if isinstance(config, dict) and sum(key in config for key in _ADAPTERHUB_KEYS) >= 2:
+    return True
+  return any(tf.io.gfile.exists(os.path.join(directory, name)) for name in _ADAPTERHUB_FILES)
 
 
 def read_tensors(directory):

@@ -500,7 +500,15 @@ def _read_tensors(directory, filename):
            if pickled else "")
         + ": save the adapter with save_adapter(..., use_safetensors=True).")
   with tf.io.gfile.GFile(path, "rb") as file:
-    return safetensors_numpy.load(file.read())
+    data = file.read()
+  try:
+    return safetensors_numpy.load(data)
+  except Exception as error:  # pylint: disable=broad-except
+    # safetensors raises its own SafetensorError (and others) on a cut or damaged file.
+    raise AdapterHubError(
+        f"{path!r} is incomplete or corrupt ({len(data):,} bytes; {error}): a download or "
+        "copy was cut short? Copy it again, or save the adapter again with "
+        "save_adapter(..., use_safetensors=True).") from None
 
 
 def _write_tensors(directory, filename, tensors):

@@ -32,6 +32,7 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
 from keras_adapters.serving import task_export
+from keras_adapters.utils import errors
 
 _RUN_FORMAT_VERSION = 1
 
@@ -70,6 +71,7 @@ class ClassificationTask(base_task.Task):
 
   def prepare(self) -> None:
     check_splits(self.spec, self.splits)
+    check_static_batch(self.config, len(self.splits["train"]))
     model, seq_length = self.config.model, self.config.data.max_seq_length
     base = self._read_base()
     compatibility.check_seq_length(seq_length, base.config)
@@ -201,6 +203,21 @@ def check_run_dir(spec: examples_lib.TaskSpec,
   """
   check_splits(spec, splits)
   run_records.check_run_dir(model_dir, ClassificationTask(spec, splits, config).definition())
+
+
+def check_static_batch(config, num_examples: int) -> None:
+  """Refuses a batch larger than the training data when every batch has one shape
+  (`jit_compile`, TPUs): the last, smaller batch is dropped, and no batch would be left."""
+  batch_size = config.trainer.batch_size
+  if not config.static_shapes or num_examples >= batch_size:
+    return
+  why = ("jit_compile=True" if config.runtime.jit_compile else
+         f"strategy={config.runtime.strategy!r}")
+  raise errors.UsageError(
+      f"batch_size={batch_size} is more than the {num_examples} training examples: with "
+      f"{why} every batch has one shape (static shapes), so the last, smaller batch is "
+      f"dropped, and none would be left. Give batch_size={num_examples} or less"
+      + (", or jit_compile=False." if config.runtime.jit_compile else "."))
 
 
 def check_splits(spec: examples_lib.TaskSpec,

@@ -8,11 +8,14 @@ instead, a missing TPU included.
 """
 
 import functools
+import json
+import os
 from typing import Optional
 
 import tensorflow as tf
 
 from official.common import distribute_utils
+from keras_adapters.utils import errors
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -63,6 +66,7 @@ def get_strategy(strategy: str = "default",
   if name == "tpu" or tpu is not None:
     return _tpu_strategy("local" if tpu is None else tpu)
   if name == "multi_worker_mirrored":
+    check_tf_config(strategy)
     return _multi_worker_strategy()
   num_gpus = _checked_num_gpus(num_gpus)
   if name in ("default", "one_device") and num_gpus > 1:
@@ -74,6 +78,44 @@ def get_strategy(strategy: str = "default",
     return tf.distribute.MirroredStrategy([device.name for device in cpus])
   return distribute_utils.get_distribution_strategy(
       _MODEL_GARDEN_NAMES.get(name, name), num_gpus=num_gpus)
+
+
+def check_tf_config(strategy: str = "multi_worker_mirrored") -> None:
+  """Refuses a `TF_CONFIG` environment variable that `strategy` cannot read its cluster
+  from: not JSON, not an object, or without `cluster` and `task`; unset or empty is one
+  local worker.
+
+  Raises:
+    errors.UsageError: Naming TF_CONFIG, the strategy and what is wrong.
+  """
+  text = os.environ.get("TF_CONFIG", "")
+  if not text.strip():
+    return
+  example = ('e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+             '"task": {"type": "worker", "index": 0}}\', or unset it for one local worker')
+  lead = f"TF_CONFIG={text[:200]!r}, which strategy={strategy!r} reads its cluster from,"
+  try:
+    config = json.loads(text)
+  except ValueError as e:
+    raise errors.UsageError(f"{lead} is not valid JSON ({e}): give a JSON object, "
+                            f"{example}.") from None
+  if not isinstance(config, dict):
+    raise errors.UsageError(f"{lead} is a JSON {type(config).__name__}, not an object: "
+                            f"{example}.")
+  missing = [key for key in ("cluster", "task") if key not in config]
+  if missing:
+    raise errors.UsageError(f"{lead} has no {' and no '.join(repr(k) for k in missing)}: "
+                            f"give 'cluster' and 'task', {example}.")
+  cluster, task = config["cluster"], config["task"]
+  if not isinstance(cluster, dict) or not cluster or not all(
+      isinstance(hosts, list) for hosts in cluster.values()):
+    raise errors.UsageError(f"{lead} has a 'cluster' that is not an object of job names and "
+                            f"address lists: {example}.")
+  if not isinstance(task, dict) or task.get("type") not in cluster or not isinstance(
+      task.get("index"), int) or not 0 <= task["index"] < len(cluster[task["type"]]):
+    raise errors.UsageError(f"{lead} has a 'task' that names no job and index of its "
+                            f"'cluster' (give {{\"type\": \"worker\", \"index\": 0}} for "
+                            f"the first worker): {example}.")
 
 
 def _checked_num_gpus(num_gpus: Optional[int]) -> int:

@@ -38,6 +38,8 @@ import uuid
 
 import tensorflow as tf
 
+from keras_adapters.utils import file_systems
+
 _PARTIAL = "partial"
 _RETIRED = "retired"
 # `tempfile` names end in 8 characters of this alphabet (and those of URLs in 8 hex digits).
@@ -212,8 +214,41 @@ def make_writable_dir(path, argument):
                           f"{argument}= folder you can write to.") from None
 
 
+def check_output_dir(path, argument):
+  """Refuses, before any work, a folder that `make_writable_dir` would refuse later, without
+  creating it: `path` or a folder above it is a file, the nearest existing folder cannot be
+  written to, or (a URL) its file system cannot be read or reached.
+
+  Args:
+    path: The folder, a local path or a URL (`gs://...`).
+    argument: The argument that named it, for the message.
+
+  Raises:
+    NotADirectoryError: `path`, or a folder above it, is a file.
+    PermissionError: The nearest existing folder cannot be written to.
+    errors.UsageError, errors.UnreachableError: A URL TensorFlow cannot read, storage it
+      cannot reach (see `file_systems`).
+  """
+  path = os.fspath(path)
+  if not is_local(path):
+    file_systems.check_reachable(path, argument)
+    with file_systems.reaching(path, argument):
+      if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise NotADirectoryError(f"{argument}={path!r} is a file: pass a folder.")
+    return
+  existing = os.path.abspath(path)
+  while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise NotADirectoryError(f"{argument}={path!r} is a file, or inside one: pass a folder.")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise PermissionError(f"{argument}={path!r} cannot be written to ({existing} is not "
+                          f"writable): pass a {argument}= folder you can write to.")
+
+
 def _make_writable_remote_dir(path, argument):
   """`make_writable_dir` of a URL: an object written and deleted proves the rights."""
+  file_systems.check_reachable(path, argument)
   if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
     raise NotADirectoryError(f"{argument}={path!r} is a file: pass a folder.")
   probe = os.path.join(path, _prefix("write-probe", _PARTIAL) + _random_suffix())

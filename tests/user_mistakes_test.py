@@ -1,0 +1,254 @@
+"""A user's mistake on the newer surfaces (config files, TF_CONFIG, URLs and Cloud Storage,
+AdapterHub folders, output folders, two sizes of one bottleneck, `~`) is one line naming the
+flag or file and the fix, exit status 2 (or 1 for storage that cannot be reached), before any
+training; none is reported as a bug. An error printed over a progress bar starts a new line.
+
+Everything runs in-process: `experiments.testing.cli_error` runs a script's `main` as
+`cli.run` does and returns the status and lines it would print; no case trains.
+"""
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+from unittest import mock
+
+from absl import flags
+from absl.testing import flagsaver
+import tensorflow as tf
+
+from experiments import cli
+from experiments import common_flags
+from experiments import run_classification
+from experiments import task_flags
+from experiments import testing as cli_testing
+import keras_adapters
+from keras_adapters.core import config_definitions
+from keras_adapters.data import text_classification
+from keras_adapters.hub import adapter_artifact
+from keras_adapters.interop import adapterhub
+from keras_adapters.tasks import classification
+from keras_adapters.tasks import testing
+from keras_adapters.training import distribution
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
+from keras_adapters.utils import file_systems
+
+FLAGS = flags.FLAGS
+_FIXTURE = os.path.join(os.path.dirname(adapterhub.__file__), "testdata", "adapterhub",
+                        "houlsby")
+# What TensorFlow's Cloud Storage file system raises without network (its first line).
+_NO_NETWORK = tf.errors.FailedPreconditionError(
+    None, None, "Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve "
+    "hostname', error details: Could not resolve host: www.googleapis.com\n\t when reading "
+    "metadata of gs://bucket/runs")
+
+
+class UserMistakesTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    # No base is read: every case is refused before.
+    self.argv = ["run_classification.py", "--hub_handle=h", "--preprocess_handle=p",
+                 f"--model_dir={self.root}/run"]
+
+  def error(self, *args, main=run_classification.main):
+    return cli_testing.cli_error(main, self.argv + list(args))
+
+  def write(self, name, text):
+    path = os.path.join(self.root, name)
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+    return path
+
+  def test_config_files_that_cannot_be_read_are_named_with_the_cause(self):
+    missing = os.path.join(self.root, "missing.yaml")
+    self.assertEqual(self.error(f"--config_file={missing}"), (2, [
+        f"The config file '{missing}' does not exist (nor is it `section.setting=value` pairs "
+        "or YAML): check the path."]))
+    tabbed = self.write("tabbed.yaml", "trainer:\n\tlearning_rate: 0.1\n")
+    self.assertEqual(self.error(f"--config_file={tabbed}"), (2, [
+        f"The config file '{tabbed}' is not valid YAML: line 2, column 1: found character "
+        "'\\t' that cannot start any token (YAML indents with spaces, not tabs)."]))
+    listed = self.write("listed.yaml", "- trainer\n- model\n")
+    self.assertEqual(self.error(f"--config_file={listed}"), (2, [
+        f"The config file '{listed}' holds a list at its top level: it must be a mapping of "
+        "sections (model:, data:, trainer:, runtime:), e.g. `trainer: {learning_rate: "
+        "0.001}`."]))
+    status, lines = self.error("--params_override=trainer: {epochs: 2")
+    self.assertEqual((status, lines), (2, [
+        "The override 'trainer: {epochs: 2' is not valid YAML: line 1, column 20: expected "
+        "',' or '}', but got '<stream end>'."]))
+    # A good file, an empty one and a `~` path still work.
+    good = self.write("good.yaml", "trainer:\n  learning_rate: 0.5\n")
+    empty = self.write("empty.yaml", "# nothing yet\n")
+    with mock.patch.dict(os.environ, HOME=self.root), flagsaver.flagsaver():
+      FLAGS(self.argv + ["--config_file=~/good.yaml", f"--config_file={empty}"])
+      cli.expand_home()
+      self.assertEqual(FLAGS.config_file, [good, empty])
+      self.assertEqual(common_flags.run_config_from_flags().trainer.learning_rate, 0.5)
+
+  def test_a_bad_tf_config_names_the_variable_and_the_strategy(self):
+    example = ('e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+               '"task": {"type": "worker", "index": 0}}\', or unset it for one local worker.')
+    lead = ("TF_CONFIG={!r}, which --strategy='multi_worker_mirrored' reads its cluster "
+            "from,")
+    for value, problem in (
+        ('{"cluster": ', "is not valid JSON (Expecting value: line 1 column 13 (char 12)): "
+         "give a JSON object, "),
+        ('{"task": {"type": "worker", "index": 0}}', "has no 'cluster': give 'cluster' and "
+         "'task', "),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}',
+         "has a 'task' that names no job and index of its 'cluster' (give {\"type\": "
+         "\"worker\", \"index\": 0} for the first worker): ")):
+      with mock.patch.dict(os.environ, TF_CONFIG=value):
+        self.assertEqual(self.error("--strategy=multi_worker_mirrored"),
+                         (2, [f"{lead.format(value)} {problem}{example}"]))
+    with mock.patch.dict(os.environ, TF_CONFIG='{"cluster": {"worker": ["a:1"]}, '
+                         '"task": {"type": "worker", "index": 0}}'):
+      distribution.check_tf_config()  # A valid one passes.
+
+  def test_a_url_tensorflow_cannot_read_says_to_download_the_file(self):
+    url = "https://example.com/reviews.csv"
+    with flagsaver.flagsaver():
+      FLAGS(self.argv + [f"--data_path={url}"])
+      with self.assertRaises(errors.UsageError) as raised:
+        task_flags.load_splits(FLAGS.model_dir, 0)
+      self.assertEqual(cli.error_report(raised.exception), (2, [
+          f"--data_path='{url}': TensorFlow has no file system for https:// URLs; it reads "
+          "local paths and its own file systems (gs://, ram://, and others that packages "
+          "such as tensorflow-io register), not web URLs. Download the file first and pass "
+          "its local path."]))
+    with self.assertRaisesRegex(errors.UsageError, "^path='https://example.com/reviews.csv': "
+                                "TensorFlow has no file system for https://"):
+      text_classification.read_text_classification(url)
+    file_systems.check_reachable(os.path.join(self.root, "local.csv"), "path")  # Not looked at.
+
+  def test_cloud_storage_that_cannot_be_reached_is_named_before_work(self):
+    with mock.patch.object(tf.io.gfile, "exists", side_effect=_NO_NETWORK):
+      status, lines = self.error("--results_dir=gs://bucket/results")
+      self.assertEqual(status, 1)
+      self.assertEqual(lines, [
+          "--results_dir='gs://bucket/results': Cloud Storage cannot be reached (no network, "
+          "or no credentials: run `gcloud auth application-default login` or set "
+          "GOOGLE_APPLICATION_CREDENTIALS), or pass a local path. [FailedPreconditionError: "
+          "Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve "
+          "hostname']", cli._VERBOSE_HINT])  # pylint: disable=protected-access
+      self.assertEqual(self.error("--model_dir=gs://bucket/run")[0], 1)
+      with self.assertRaises(errors.UnreachableError):
+        atomic_io.make_writable_dir("gs://bucket/run", "model_dir")
+    # Raised where no check came first, the same error is no bug either.
+    self.assertEqual(cli.error_kind(_NO_NETWORK), (1, cli._VERBOSE_HINT))  # pylint: disable=protected-access
+    self.assertEqual(cli.error_kind(tf.errors.UnimplementedError(
+        None, None, "File system scheme 'https' not implemented (file: 'https://x')")),
+                     (2, None))
+
+  def test_an_output_folder_that_cannot_be_used_is_refused_before_work(self):
+    a_file = self.write("notes.txt", "mine")
+    for flag in ("results_dir", "export_dir", "model_dir"):
+      self.assertEqual(self.error(f"--{flag}={a_file}"), (2, [
+          f"--{flag}='{a_file}' is a file, or inside one: pass a folder."]))
+    self.assertEqual(self.error(f"--model_dir={a_file}/run"), (2, [
+        f"--model_dir='{a_file}/run' is a file, or inside one: pass a folder."]))
+    self.assertFalse(os.path.exists(os.path.join(self.root, "run")))
+    # Checking creates nothing.
+    atomic_io.check_output_dir(os.path.join(self.root, "new", "run"), "model_dir")
+    self.assertFalse(os.path.exists(os.path.join(self.root, "new")))
+
+  def test_two_bottleneck_sizes_are_refused(self):
+    message = ("--adapter_size={} and --reduction_factor={} both size the adapters' "
+               "bottleneck (m = hidden size // reduction_factor, in place of adapter_size): "
+               "give one of them.")
+    self.assertEqual(self.error("--adapter_size=8", "--reduction_factor=4"),
+                     (2, [message.format(8, 4.0)]))
+    in_file = self.write("rate.yaml", "model:\n  adapter:\n    reduction_factor: 16\n")
+    self.assertEqual(self.error(f"--config_file={in_file}", "--adapter_size=8"),
+                     (2, [message.format(8, 16)]))
+    self.assertEqual(self.error("--adapter_size=8", "--params_override=model.adapter."
+                                "reduction_factor=2"), (2, [message.format(8, 2)]))
+    self.assertEqual(self.error("--adapter_config={\"reduction_factor\": 2}",
+                                "--adapter_size=16"), (2, [message.format(16, 2)]))
+    # One of them alone is one size; a baseline has none.
+    with flagsaver.flagsaver():
+      FLAGS(self.argv + [f"--config_file={in_file}"])
+      self.assertEqual(common_flags.run_config_from_flags().model.adapter.bottleneck_size(
+          384), 24)
+      FLAGS(self.argv + ["--reduction_factor=4", "--tuning=full"])
+      adapter = common_flags.run_config_from_flags().model.adapter
+      self.assertEqual((adapter.adapter_size, adapter.reduction_factor), (None, None))
+
+  def test_an_adapterhub_folder_is_sent_to_the_converter(self):
+    message = (f"'{_FIXTURE}' is an AdapterHub adapter (AdapterHub's adapter_config.json, "
+               "without this library's format_version), not an adapter artifact: convert it "
+               f"with `python experiments/convert_adapterhub.py --from_adapterhub={_FIXTURE} "
+               "--to_artifact=<folder>` and pass that folder, or load it with "
+               "keras_adapters.load_adapterhub.")
+    with self.assertRaises(adapter_artifact.AdapterArtifactError) as raised:
+      keras_adapters.load_task_model(_FIXTURE)
+    self.assertEqual(str(raised.exception), message)
+    self.assertEqual(cli.error_kind(raised.exception), (2, None))
+
+  def test_a_truncated_adapterhub_file_is_named_as_incomplete(self):
+    folder = os.path.join(self.root, "adapter")
+    shutil.copytree(_FIXTURE, folder)
+    for name in (adapterhub.WEIGHTS_FILE, adapterhub.HEAD_WEIGHTS_FILE):
+      path = os.path.join(folder, name)
+      with open(path, "rb") as f:
+        data = f.read()
+      with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    with self.assertRaisesRegex(
+        adapterhub.AdapterHubError,
+        rf"^'{folder}/adapter.safetensors' is incomplete or corrupt \([\d,]+ bytes; .+\): a "
+        r"download or copy was cut short\? Copy it again"):
+      keras_adapters.load_adapterhub(folder)
+    with self.assertRaisesRegex(adapterhub.AdapterHubError,
+                                "model_head.safetensors' is incomplete or corrupt"):
+      adapterhub._read_tensors(folder, adapterhub.HEAD_WEIGHTS_FILE)  # pylint: disable=protected-access
+
+  def test_jit_compile_with_a_batch_larger_than_the_data_names_both_flags(self):
+    with flagsaver.flagsaver():
+      FLAGS(["run_classification.py"])
+      config = testing.run_config(jit_compile=True, batch_size=32)
+      with self.assertRaises(errors.UsageError) as raised:
+        classification.check_static_batch(config, 20)
+      self.assertEqual(cli.error_report(raised.exception), (2, [
+          "--batch_size=32 is more than the 20 training examples: with --jit_compile every "
+          "batch has one shape (static shapes), so the last, smaller batch is dropped, and "
+          "none would be left. Give --batch_size=20 or less, or --nojit_compile."]))
+    classification.check_static_batch(config, 32)
+    classification.check_static_batch(testing.run_config(batch_size=32), 20)
+
+  def test_a_leading_tilde_is_expanded_as_a_shell_does(self):
+    with mock.patch.dict(os.environ, HOME=self.root), flagsaver.flagsaver():
+      FLAGS(self.argv + ["--model_dir=~/runs/a", "--delimiter=~"])
+      cli.expand_home()
+      self.assertEqual(FLAGS.model_dir, os.path.join(self.root, "runs/a"))
+      self.assertEqual(FLAGS.delimiter, "~")
+      config = config_definitions.ExperimentConfig.from_settings(
+          hub_handle="~/bert", preprocess_handle="~/preprocess")
+    self.assertEqual((config.model.hub_handle, config.model.preprocess_handle),
+                     (os.path.join(self.root, "bert"), os.path.join(self.root, "preprocess")))
+
+  def test_an_error_over_a_progress_bar_starts_a_new_line(self):
+    screen = io.StringIO()
+    tracker = cli.LineTracker(screen)
+    tracker.write("\r0/1 [..............................] - ETA: 0s")
+    with mock.patch.object(sys, "stdout", tracker), contextlib.redirect_stderr(screen):
+      with self.assertRaises(SystemExit):
+        cli._exit("--max_seq_length=2: too short.", 2)  # pylint: disable=protected-access
+    self.assertEqual(screen.getvalue().splitlines()[-1].split(": error: ", 1)[1],
+                     "--max_seq_length=2: too short.")
+    self.assertTrue(screen.getvalue().startswith("\r0/1 [") and "ETA: 0s\n" in
+                    screen.getvalue())
+    finished = io.StringIO()
+    tracker = cli.LineTracker(finished)
+    tracker.write("1/1 [====] - 1s\n")
+    tracker.end_line()
+    self.assertEqual(finished.getvalue(), "1/1 [====] - 1s\n")
+
+
+if __name__ == "__main__":
+  tf.test.main()
