@@ -60,9 +60,12 @@ from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import squad
 from keras_adapters.data import text_classification
 from keras_adapters.analysis import method_comparison
+from keras_adapters.core import config_definitions
 from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
+from keras_adapters.interop import adapterhub
+from keras_adapters.training import distribution
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -483,6 +486,61 @@ def _checkpoint_leftovers(ws):
   return sorted(name for name in os.listdir(model_dir) if "temp" in name)
 
 
+def _config_file(ws, name, text):
+  """The run's settings overridden by a YAML config file of `text`, or its error."""
+  path = ws.path(name)
+  if text is not None:
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+  return config_definitions.override_dict(ws.config.as_dict(), path)
+
+
+def _strategy_under_tf_config(value):
+  with mock.patch.dict(os.environ, TF_CONFIG=value):
+    return distribution.get_strategy("multi_worker_mirrored")
+
+
+def _model_dir_without_network(ws):
+  """A gs:// model_dir while Cloud Storage cannot be reached (its error without network)."""
+  no_network = tf.errors.FailedPreconditionError(
+      None, None, "Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve "
+      "hostname', error details: Could not resolve host: www.googleapis.com")
+  exists = tf.io.gfile.exists
+
+  def exists_offline(path):
+    if str(path).startswith("gs://"):
+      raise no_network
+    return exists(path)
+
+  with mock.patch.object(tf.io.gfile, "exists", side_effect=exists_offline), _not_trained():
+    return ws.rerun("gs://a-bucket/runs/colours")
+
+
+# AdapterHub's own adapter folder (adapters 1.3.0), as the interop tests read it.
+_ADAPTERHUB_FIXTURE = os.path.join(_REPO_ROOT, "keras_adapters", "interop", "testdata",
+                                   "adapterhub", "houlsby")
+
+
+def _truncated_adapterhub_download(ws):
+  folder = os.path.join(ws.new_dir("adapterhub"), "adapter")
+  shutil.copytree(_ADAPTERHUB_FIXTURE, folder)
+  path = os.path.join(folder, adapterhub.WEIGHTS_FILE)
+  with open(path, "rb") as f:
+    data = f.read()
+  with open(path, "wb") as f:
+    f.write(data[:len(data) // 3])
+  return adapterhub.load_adapterhub(folder)
+
+
+def _static_batch_larger_than_the_data(ws):
+  model_dir = os.path.join(ws.new_dir("jit"), "run")
+  try:
+    return ws.rerun(model_dir, config=ws.config.replace(jit_compile=True, batch_size=1000))
+  finally:
+    if os.path.exists(model_dir):
+      raise AssertionError(f"{model_dir} was written before the refusal")
+
+
 def _is(expected):
   return lambda value: None if value == expected else f"got {value!r}, not {expected!r}"
 
@@ -742,6 +800,66 @@ def cases() -> Sequence[Case]:
            expect_result(lambda out: None if "--encoding=utf-8,latin-1" in out[0] and out[1] ==
                          "read 4" else str(out), "the message names the encodings, which work"),
            cli=True),
+      # Config files, cluster and cloud settings, foreign files (issue 38): each a user's
+      # mistake, refused before any work with one line naming the file, variable or flag.
+      Case(message, "a config file that does not exist",
+           lambda ws: _config_file(ws, "missing.yaml", None),
+           expect_error(errors.UsageError, r"^The config file '.*missing\.yaml' does not exist "
+                        r"\(nor is it `section\.setting=value` pairs or YAML\): check the path")),
+      Case(message, "a config file indented with a tab",
+           lambda ws: _config_file(ws, "tabbed.yaml", "trainer:\n\tlearning_rate: 0.1\n"),
+           expect_error(errors.UsageError, r"^The config file '.*tabbed\.yaml' is not valid "
+                        r"YAML: line 2, column 1: .*\(YAML indents with spaces, not tabs\)")),
+      Case(message, "a config file whose top level is a list",
+           lambda ws: _config_file(ws, "listed.yaml", "- trainer\n- model\n"),
+           expect_error(errors.UsageError, r"holds a list at its top level: it must be a "
+                        r"mapping of sections \(model:, data:, trainer:, runtime:\)")),
+      Case(message, "TF_CONFIG that is not JSON, with multi_worker_mirrored",
+           lambda ws: _strategy_under_tf_config('{"cluster": '),
+           expect_error(errors.UsageError, r"^TF_CONFIG='\{\"cluster\": ', which "
+                        r"strategy='multi_worker_mirrored' reads its cluster from, is not valid "
+                        r"JSON")),
+      Case(message, "TF_CONFIG without cluster, with multi_worker_mirrored",
+           lambda ws: _strategy_under_tf_config('{"task": {"type": "worker", "index": 0}}'),
+           expect_error(errors.UsageError, r"reads its cluster from, has no 'cluster': give "
+                        r"'cluster' and 'task'")),
+      Case(message, "a gs:// model_dir without network or credentials",
+           _model_dir_without_network,
+           expect_error(errors.UnreachableError, r"^model_dir='gs://a-bucket/runs/colours': "
+                        r"Cloud Storage cannot be reached \(no network, or no credentials")),
+      Case(message, "an https:// data file",
+           lambda ws: text_classification.read_text_classification(
+               "https://example.com/reviews.csv"),
+           expect_error(errors.UsageError, r"TensorFlow has no file system for https:// URLs.*"
+                        r"Download the file first and pass its local path")),
+      Case(message, "a truncated AdapterHub adapter.safetensors",
+           _truncated_adapterhub_download,
+           expect_error(adapterhub.AdapterHubError, r"adapter\.safetensors' is incomplete or "
+                        r"corrupt .*: a download or copy was cut short\?")),
+      Case(message, "an AdapterHub folder given to load_task_model",
+           lambda ws: saving.load_task_model(_ADAPTERHUB_FIXTURE),
+           expect_error(adapter_artifact.AdapterArtifactError, r"is an AdapterHub adapter .*"
+                        r"convert it with `python experiments/convert_adapterhub\.py "
+                        r"--from_adapterhub=")),
+      Case(message, "a results_dir that is a file (the CLIs check every output folder first)",
+           lambda ws: atomic_io.check_output_dir(ws.reviews, "results_dir"),
+           expect_error(NotADirectoryError, r"^results_dir='.*reviews\.csv' is a file, or inside "
+                        r"one: pass a folder\.$")),
+      Case(message, "adapter_size and reduction_factor both given",
+           lambda ws: ws.config.override("model.adapter.adapter_size=8,"
+                                         "model.adapter.reduction_factor=4"),
+           expect_error(errors.UsageError, r"^adapter_size=8 and reduction_factor=4 both size "
+                        r"the adapters' bottleneck .*give one of them\.$")),
+      Case(message, "jit_compile with a batch larger than the data",
+           _static_batch_larger_than_the_data,
+           expect_error(errors.UsageError, r"^batch_size=1000 is more than the \d+ training "
+                        r"examples: with jit_compile=True every batch has one shape.*Give "
+                        r"batch_size=\d+ or less, or jit_compile=False\.$")),
+      Case(message, "a hub_handle starting with ~",
+           lambda ws: config_definitions.ExperimentConfig.from_settings(
+               hub_handle="~/models/bert", preprocess_handle=ws.preprocess_handle
+           ).model.hub_handle,
+           expect_result(_is(os.path.expanduser("~/models/bert")), "expanded, as a shell does")),
       Case(writes, "leftovers of a killed atomic write, then a write",
            _leftovers_of_a_killed_write,
            expect_result(_is(["export", "results.json"]), "staging of the dead process gone")),

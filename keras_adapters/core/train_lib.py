@@ -51,6 +51,11 @@ def run(task: base_task.Task, model_dir: str, export_dir: Optional[str] = None,
   runtime = task.config.runtime
   # First: a multi-worker cluster or a TPU is set up before TensorFlow runs anything else.
   strategy = distribution.get_strategy(runtime.strategy, tpu=runtime.tpu)
+  # Folders that cannot be used (a file, storage that cannot be reached), before the base
+  # is read.
+  atomic_io.check_output_dir(model_dir, "model_dir")
+  if export_dir:
+    atomic_io.check_output_dir(export_dir, "export_dir")
   task.prepare()
   definition = task.definition()
   run_records.check_run_dir(model_dir, definition)
