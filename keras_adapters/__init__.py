@@ -16,9 +16,14 @@ from keras_adapters.interop.adapterhub import load_adapterhub
 from keras_adapters.interop.adapterhub import save_adapterhub
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
 from keras_adapters.layers.adapter import Adapter
+from keras_adapters.methods.ia3 import IA3
+from keras_adapters.methods.ia3 import IA3Config
+from keras_adapters.methods.lora import LoRA
+from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models.adapted_bert import AdaptedBert
 from keras_adapters.models.adapter_config import AdapterConfig
 from keras_adapters.models.classifier import build_classifier
+from keras_adapters.models.merging import merge
 from keras_adapters.models.parameter_summary import parameter_summary
 from keras_adapters.models.parameter_summary import print_trainable_parameters
 from keras_adapters.serving.task_export import export_task_from_artifact

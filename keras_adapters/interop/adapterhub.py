@@ -175,7 +175,7 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   """
   if layer_norms not in ("error", "file"):
     raise AdapterHubError(f"layer_norms={layer_norms!r}: pass 'error' or 'file'.")
-  bert = saving._the_adapted_bert(model)
+  bert = saving.the_adapted_bert(model)
   name = saving._set_name(model, bert, None)
   config = bert.adapter_configs[name]
   if config.trains_base or config.adapter_size is None:
@@ -389,7 +389,7 @@ def _pytorch_layout(key, value):
 
 def _task_variables(model):
   """The task's adapter, LayerNorm and head variables by our artifact keys."""
-  bert = saving._the_adapted_bert(model)
+  bert = saving.the_adapted_bert(model)
   return saving._task_variables(model, bert, saving._set_name(model, bert, None))
 
 

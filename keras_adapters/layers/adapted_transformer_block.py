@@ -1,26 +1,45 @@
 """A BERT Transformer encoder block with bottleneck adapters in its sub-layers."""
 
 import math
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import self_attention as self_attention_lib
+from keras_adapters.methods import projection_delta
+from keras_adapters.methods import registry
 
 
 class BlockAdapters(NamedTuple):
-  """What an adapter set puts into one block: its two adapters and two LayerNorms.
+  """What an adapter set puts into one block: its two adapters, two LayerNorms and the
+  changes to its projections.
 
   Each is a Keras layer or a function applying per-example parameters. A LayerNorm maps
   `[batch, seq, hidden]` to the same shape; an adapter is called as `Adapter` is, on the
   sub-layer's output, its input and its LayerNorm, and may be `None` (no adapter there).
+  `projections` maps a projection's name (`projection_delta.PROJECTIONS`) to the changes
+  applied to it in turn, each called as a `ProjectionDelta` is (LoRA, (IA)³); `None`: none.
   """
   attention_adapter: Optional[Callable]
   self_attention_layer_norm: Callable
   feedforward_adapter: Optional[Callable]
   output_layer_norm: Callable
+  projections: Optional[Mapping[str, Tuple[Callable, ...]]] = None
+
+  def slots(self):
+    """The adapters and LayerNorms by slot name (without `projections`)."""
+    return {slot: getattr(self, slot) for slot in SLOTS}
+
+  def projection_changes(self):
+    """`projections`, `{}` when there are none."""
+    return self.projections or {}
+
+
+# The adapter and LayerNorm slots of `BlockAdapters`, in order.
+SLOTS = BlockAdapters._fields[:4]
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -36,7 +55,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 
   `adapter_options` (AdapterHub's names, `adapter.ADAPTER_OPTIONS`) pick other placements:
   the feed-forward adapter only (Pfeiffer), parallel adapters, the base's LayerNorm before
-  the adapter too, the adapters' own LayerNorms and scaling.
+  the adapter too, the adapters' own LayerNorms and scaling. `projection_deltas` add a
+  method's layers to projections (LoRA, (IA)³; `keras_adapters.methods`).
 
   Sub-layer names follow the Model Garden `TransformerEncoderBlock` (`self_attention`,
   `self_attention_layer_norm`, `intermediate`, `output`, `output_layer_norm`), so TF Hub
@@ -63,6 +83,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
     adapter_options: A dict of AdapterHub options (`adapter.ADAPTER_OPTIONS`); unset ones
       keep their (Houlsby) defaults.
+    projection_deltas: A list of `{"method": name, "targets": {projection: options}}`: the
+      registered method's layer (`methods.registry`) at each projection, with those options.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -77,6 +99,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
                adapter_options=None,
+               projection_deltas=None,
                **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
@@ -90,6 +113,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.adapter_init_stddev = adapter_init_stddev
     self.adapter_options = dict(adapter_options or {})
     adapter_lib.validate_options(self.adapter_options)
+    self.projection_deltas = [dict(spec) for spec in projection_deltas or ()]
 
   def build(self, input_shape):
     hidden_size = input_shape[-1]
@@ -100,9 +124,10 @@ class AdaptedTransformerBlock(keras.layers.Layer):
         dtype=self.dtype_policy, name="self_attention")
     self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
+    # The activation apart from its projection, which a method may change before it.
     self.intermediate = keras.layers.Dense(
-        self.intermediate_size, activation=_activation(self.activation),
-        dtype=self.dtype_policy, name="intermediate")
+        self.intermediate_size, dtype=self.dtype_policy, name="intermediate")
+    self.intermediate_activation = _activation(self.activation)
     self.output_dense = keras.layers.Dense(hidden_size, dtype=self.dtype_policy, name="output")
     self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.output_layer_norm = self._layer_norm("output_layer_norm")
@@ -113,10 +138,31 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     # Sub-layers build on their first call, inside the call's name scopes, so variable names
     # read like a TF Hub export's: ".../transformer/layer_0/self_attention/query/kernel".
     # The LayerNorms build here: an adapter may call them first, inside its own scope.
-    for norm in (self.self_attention_layer_norm, self.output_layer_norm):
-      with tf.name_scope(norm.name):
-        norm.build(input_shape)
+    # So do the feed-forward projections: a method's layer may call them first, in its scope.
+    for layer, shape in ((self.self_attention_layer_norm, input_shape),
+                         (self.output_layer_norm, input_shape),
+                         (self.intermediate, input_shape),
+                         (self.output_dense, tf.TensorShape(input_shape)[:-1].concatenate(
+                             [self.intermediate_size]))):
+      with tf.name_scope(layer.name):
+        layer.build(shape)
+    self.deltas = self._build_deltas(hidden_size)
     super().build(input_shape)
+
+  def _build_deltas(self, hidden_size):
+    """Projection name → its method layers, named `<projection>/<method>`, built."""
+    deltas = {}
+    for spec in self.projection_deltas:
+      layer_class = registry.get(spec["method"]).layer_class
+      for target, options in spec["targets"].items():
+        width_in, width_out = projection_delta.projection_widths(
+            target, hidden_size, self.intermediate_size)
+        layer = layer_class(target=target, units=width_out, dtype=self.dtype_policy,
+                            name=f"{target}/{spec['method']}", **options)
+        with tf.name_scope(layer.name):
+          layer.build(tf.TensorShape([None, width_in]))
+        deltas.setdefault(target, []).append(layer)
+    return deltas
 
   def _layer_norm(self, name):
     # LayerNorm in float32 even under mixed precision, as the Model Garden does.
@@ -139,20 +185,39 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     """The block's own adapters, empty when it has none."""
     return [a for a in (self.attention_adapter, self.feedforward_adapter) if a is not None]
 
+  def projection_variables(self, target):
+    """The frozen `(kernel, bias)` variables of the projection `target`."""
+    if target in ("intermediate", "output"):
+      dense = self.intermediate if target == "intermediate" else self.output_dense
+      return dense.kernel, dense.bias
+    return self.self_attention.projection_variables(target)
+
+  @property
+  def projection_layers(self):
+    """The block's own method layers (LoRA, (IA)³), empty when it has none."""
+    return [layer for layers in self.deltas.values() for layer in layers]
+
   def own_adapters(self):
-    """The block's own adapters and LayerNorms, as a `BlockAdapters`."""
+    """The block's own adapters, LayerNorms and projection changes, as a `BlockAdapters`."""
     return BlockAdapters(self.attention_adapter, self.self_attention_layer_norm,
-                         self.feedforward_adapter, self.output_layer_norm)
+                         self.feedforward_adapter, self.output_layer_norm,
+                         {target: tuple(layers) for target, layers in self.deltas.items()})
 
   def call(self, inputs, attention_mask=None, training=None, adapters=None):
     if adapters is None:
       adapters = self.own_adapters()
-    attention = self.self_attention(inputs, attention_mask=attention_mask, training=training)
+    projections = adapters.projection_changes()
+    attention = self.self_attention(inputs, attention_mask=attention_mask, training=training,
+                                    projections=projections)
     attention = self.attention_dropout(attention, training=training)
     attention = _join(adapters.attention_adapter, attention, inputs,
                       adapters.self_attention_layer_norm)
 
-    feedforward = self.output_dense(self.intermediate(attention))
+    intermediate = projection_delta.apply_projection(
+        projections.get("intermediate", ()), attention, self.intermediate, training)
+    feedforward = projection_delta.apply_projection(
+        projections.get("output", ()), self.intermediate_activation(intermediate),
+        self.output_dense, training)
     feedforward = self.output_dropout(feedforward, training=training)
     return _join(adapters.feedforward_adapter, feedforward, attention,
                  adapters.output_layer_norm)
@@ -170,6 +235,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,
         "adapter_options": self.adapter_options,
+        "projection_deltas": self.projection_deltas,
     })
     return config
 

@@ -31,6 +31,11 @@ def _randomize(layer, seed=0):
     variable.assign(rng.normal(scale=0.3, size=variable.shape))
 
 
+def _feedforward(block, x):
+  """The block's feed-forward sub-layer before its dropout, from its own sub-layers."""
+  return block.output_dense(block.intermediate_activation(block.intermediate(x)))
+
+
 class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
@@ -146,14 +151,14 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
 
     attention = block.self_attention(x, training=False)
     a = block.self_attention_layer_norm(x + (attention + attention_bias))
-    feedforward = block.output_dense(block.intermediate(a))
+    feedforward = _feedforward(block, a)
     expected = block.output_layer_norm(a + (feedforward + feedforward_bias))
     actual = block(x, training=False)
     self.assertAllClose(actual, expected, atol=1e-5, rtol=1e-5)
 
     # The bias matters, and not as it would after the LayerNorm.
     a_plain = block.self_attention_layer_norm(x + attention)
-    plain = block.output_layer_norm(a_plain + block.output_dense(block.intermediate(a_plain)))
+    plain = block.output_layer_norm(a_plain + _feedforward(block, a_plain))
     self.assertNotAllClose(actual, plain)
     if adapter_name == "feedforward_adapter":
       self.assertNotAllClose(actual, plain + bias)
@@ -169,13 +174,13 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     _randomize(block, seed=5)
     attention = block.self_attention(x, training=False)
     a = block.self_attention_layer_norm(x + block.attention_adapter(attention))
-    feedforward = block.output_dense(block.intermediate(a))
+    feedforward = _feedforward(block, a)
     expected = block.output_layer_norm(a + block.feedforward_adapter(feedforward))
     actual = block(x, training=False)
     self.assertAllClose(actual, expected, atol=1e-5, rtol=1e-5)
     a_wrong = block.self_attention_layer_norm(block.attention_adapter(x + attention))
     wrong = block.output_layer_norm(
-        block.feedforward_adapter(a_wrong + block.output_dense(block.intermediate(a_wrong))))
+        block.feedforward_adapter(a_wrong + _feedforward(block, a_wrong)))
     self.assertNotAllClose(actual, wrong)
 
   def test_dropout_only_when_training(self):

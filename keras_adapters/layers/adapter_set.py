@@ -23,13 +23,15 @@ class EncoderAdapters(NamedTuple):
 def adapter_weights_by_key(adapters):
   """The weights of an `EncoderAdapters` of Keras layers, by stable keys.
 
-  Keys are the Model Garden names of an encoder's own adapters and LayerNorms
-  (`embeddings/layer_norm/gamma`, `transformer/layer_0/attention_adapter/down_project/kernel`,
-  ...) whichever set they come from, so one set's weights load into another's.
+  Keys are the Model Garden names of an encoder's own adapters, LayerNorms and projection
+  changes (`embeddings/layer_norm/gamma`,
+  `transformer/layer_0/attention_adapter/down_project/kernel`,
+  `transformer/layer_0/query/lora/lora_a`, ...) whichever set they come from, so one set's
+  weights load into another's.
 
   Args:
     adapters: An `EncoderAdapters` whose entries are `LayerNormalization` and `Adapter`
-      layers (or `None` for an absent adapter).
+      layers (or `None` for an absent adapter) and `ProjectionDelta` layers.
 
   Returns:
     A dict from key to variable.
@@ -37,7 +39,9 @@ def adapter_weights_by_key(adapters):
   prefixed = [("embeddings/layer_norm", adapters.embedding_layer_norm)]
   for index, block in enumerate(adapters.blocks):
     prefixed += [(f"transformer/layer_{index}/{slot}", layer)
-                 for slot, layer in block._asdict().items() if layer is not None]
+                 for slot, layer in block.slots().items() if layer is not None]
+    prefixed += [(f"transformer/layer_{index}/{layer.name}", layer)
+                 for layers in block.projection_changes().values() for layer in layers]
   keyed = {}
   for prefix, layer in prefixed:
     parts = ({"gamma": layer.gamma, "beta": layer.beta}

@@ -5,6 +5,8 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.methods import projection_delta
+
 # The projections into heads, and the one out of them (Keras' sub-layer names).
 _INPUT_PROJECTIONS = ("query", "key", "value")
 _OUTPUT_PROJECTION = "attention_output"
@@ -61,7 +63,11 @@ class SelfAttention(keras.layers.Layer):
     self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     super().build(input_shape)
 
-  def call(self, inputs, attention_mask=None, training=None):
+  def projection_variables(self, name):
+    """The `(kernel, bias)` variables of the projection `name` (`query`, ...)."""
+    return self._kernels[name], self._biases[name]
+
+  def call(self, inputs, attention_mask=None, training=None, projections=None):
     """Attends from every position of `inputs` to every position allowed by the mask.
 
     Args:
@@ -69,6 +75,9 @@ class SelfAttention(keras.layers.Layer):
       attention_mask: Optional boolean `[batch, seq, seq]` or `[batch, 1, seq]` (the same for
         every query): `True` where a query may attend to a key.
       training: Whether dropout is on.
+      projections: Changes to the projections, by name (`query`, `key`, `value`,
+        `attention_output`): each a sequence of `ProjectionDelta` layers or functions,
+        applied in turn (LoRA, (IA)³).
 
     Returns:
       `[batch, seq, hidden]`.
@@ -77,10 +86,17 @@ class SelfAttention(keras.layers.Layer):
     hidden_size = inputs.shape[-1]
     head_size = hidden_size // self.num_heads
     tokens = tf.reshape(inputs, [-1, hidden_size])
+    projections = projections or {}
+
+    def project(name, inputs):
+      """`[tokens, hidden]` through the projection `name` and the changes to it."""
+      return projection_delta.apply_projection(
+          projections.get(name, ()), inputs,
+          lambda x: _dense(x, self._kernels[name], self._biases[name], hidden_size), training)
 
     def heads(name):
       """A projection of every token, `[batch, heads, seq, head_size]`."""
-      projected = _dense(tokens, self._kernels[name], self._biases[name], hidden_size)
+      projected = project(name, tokens)
       projected = tf.reshape(projected, [batch_size, seq_length, self.num_heads, head_size])
       return tf.transpose(projected, [0, 2, 1, 3])
 
@@ -95,8 +111,7 @@ class SelfAttention(keras.layers.Layer):
     probabilities = tf.cast(tf.nn.softmax(scores), self.compute_dtype)
     probabilities = self.attention_dropout(probabilities, training=training)
     context = tf.transpose(tf.matmul(probabilities, heads("value")), [0, 2, 1, 3])
-    output = _dense(tf.reshape(context, [-1, hidden_size]), self._kernels[_OUTPUT_PROJECTION],
-                    self._biases[_OUTPUT_PROJECTION], hidden_size)
+    output = project(_OUTPUT_PROJECTION, tf.reshape(context, [-1, hidden_size]))
     return tf.reshape(output, [batch_size, seq_length, hidden_size])
 
   def get_config(self):

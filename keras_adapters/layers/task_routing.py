@@ -166,7 +166,7 @@ class StackedAdapters(tf.Module):
         adapted_transformer_block.BlockAdapters(
             *(adapter(f"transformer/layer_{index}/{slot}") if slot in _ADAPTER_SLOTS
               else norm(f"transformer/layer_{index}/{slot}")
-              for slot in adapted_transformer_block.BlockAdapters._fields))
+              for slot in adapted_transformer_block.SLOTS))
         for index in range(self.num_layers))
     return adapter_set.EncoderAdapters(norm("embeddings/layer_norm"), blocks)
 

@@ -72,7 +72,8 @@ class AdaptedBert(keras.layers.Layer):
     attention_dropout_rate: Dropout on attention probabilities while training.
     layer_norm_epsilon: LayerNorm epsilon of the base; `None` takes the SavedModel's, and a
       value that differs is an error.
-    adapter_config: An `AdapterConfig` (or its `to_dict()`) for the first adapter set, in
+    adapter_config: An `AdapterConfig`, `LoRAConfig` or `IA3Config` (or its `to_dict()`)
+      for the first adapter set; an `AdapterConfig` goes in
       place of `adapter_size`, `tuning`, `top_k`, `adapter_activation` and
       `adapter_init_stddev`, which must then be left at their defaults or agree with it.
     adapter_name: Name of the first adapter set.
@@ -104,11 +105,11 @@ class AdaptedBert(keras.layers.Layer):
                       layer_norm_epsilon=layer_norm_epsilon)
     self.adapter_config = config
     self.adapter_name = adapter_name
-    self.adapter_size = config.adapter_size
+    self.adapter_size = getattr(config, "adapter_size", None)
     self.tuning = config.tuning
     self.top_k = config.top_k
-    self.adapter_activation = config.activation
-    self.adapter_init_stddev = config.init_stddev
+    self.adapter_activation = getattr(config, "activation", adapter_activation)
+    self.adapter_init_stddev = getattr(config, "init_stddev", adapter_init_stddev)
     self.activation = hub_weights.config["activation"]
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
@@ -121,10 +122,11 @@ class AdaptedBert(keras.layers.Layer):
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
         adapter_size=config.bottleneck_size(hub_weights.config["hidden_size"]),
-        adapter_activation=config.activation,
-        adapter_init_stddev=config.init_stddev,
+        adapter_activation=self.adapter_activation,
+        adapter_init_stddev=self.adapter_init_stddev,
         adapter_leave_out=config.leave_out,
         adapter_options=config.adapter_options(),
+        projection_deltas=config.delta_specs(),
         dtype=self.dtype_policy,
         name="bert_encoder")
     # Variables are created and filled now, eagerly, so a model built from this layer starts
@@ -143,7 +145,8 @@ class AdaptedBert(keras.layers.Layer):
     self._own_adapter_name = adapter_name
     self._active_adapter = adapter_name
     self._adapters_disabled = False
-    tuning_lib.apply_tuning(self.encoder, config.tuning, config.top_k)
+    tuning_lib.apply_tuning(self.encoder, config.tuning, config.top_k,
+                            train_layer_norms=config.train_layer_norms)
 
   @property
   def adapter_configs(self):
@@ -173,6 +176,11 @@ class AdaptedBert(keras.layers.Layer):
     """
     config = config or adapter_config_lib.AdapterConfig()
     _check_name(name)
+    if config.delta_specs() or self.adapter_configs and any(
+        c.delta_specs() for c in self._adapter_configs.values()):
+      raise ValueError(
+          f"add_adapter({name!r}): LoRA and (IA)^3 sets cannot yet share a base with other "
+          "sets; build one AdaptedBert per LoRA or (IA)^3 task (export_task serves each).")
     if name in self._adapter_configs:
       raise ValueError(f"An adapter set named {name!r} exists already; delete_adapter({name!r}) "
                        "first or pick another name.")
@@ -217,7 +225,8 @@ class AdaptedBert(keras.layers.Layer):
       adapter_set.trainable = True
     tuning_lib.apply_tuning(
         self.encoder, config.tuning, config.top_k,
-        adapter_set=adapter_set.encoder_adapters() if adapter_set is not None else None)
+        adapter_set=adapter_set.encoder_adapters() if adapter_set is not None else None,
+        train_layer_norms=config.train_layer_norms)
 
   @contextlib.contextmanager
   def disable_adapter(self):
@@ -324,13 +333,18 @@ class AdaptedBert(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
+    if isinstance(self.adapter_config, adapter_config_lib.AdapterConfig):
+      # A method's config (LoRA, (IA)^3) stands alone: the bottleneck arguments keep their
+      # defaults.
+      config.update({
+          "adapter_size": self.adapter_size,
+          "tuning": self.tuning,
+          "top_k": self.top_k,
+          "adapter_activation": self.adapter_activation,
+          "adapter_init_stddev": self.adapter_init_stddev,
+      })
     config.update({
         "handle": self.handle,
-        "adapter_size": self.adapter_size,
-        "tuning": self.tuning,
-        "top_k": self.top_k,
-        "adapter_activation": self.adapter_activation,
-        "adapter_init_stddev": self.adapter_init_stddev,
         "activation": self.activation,
         "dropout_rate": self.dropout_rate,
         "attention_dropout_rate": self.attention_dropout_rate,
@@ -351,13 +365,14 @@ def _first_adapter_config(adapter_config, **arguments):
   if adapter_config is None:
     return adapter_config_lib.AdapterConfig(
         **{_CONFIG_FIELDS[name]: value for name, value in arguments.items()})
-  if isinstance(adapter_config, dict):
-    adapter_config = adapter_config_lib.AdapterConfig.from_dict(adapter_config)
+  adapter_config = adapter_config_lib.check_set_config(adapter_config)
   defaults = adapter_config_lib.AdapterConfig()
+  # A method's config (LoRA, (IA)^3) has no bottleneck settings: the arguments' defaults.
   conflicting = {
       name: value for name, value in arguments.items()
       if value not in (getattr(defaults, _CONFIG_FIELDS[name]),
-                       getattr(adapter_config, _CONFIG_FIELDS[name]))}
+                       getattr(adapter_config, _CONFIG_FIELDS[name],
+                               getattr(defaults, _CONFIG_FIELDS[name])))}
   if conflicting:
     raise ValueError(
         f"AdaptedBert got adapter_config={adapter_config} and the conflicting arguments "

@@ -5,7 +5,9 @@ import math
 import numbers
 from typing import Optional, Tuple, Union
 
+from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.methods import registry
 from keras_adapters.models import tuning as tuning_lib
 from keras_adapters.utils import settings
 
@@ -123,6 +125,15 @@ class AdapterConfig:
     """Whether training this set changes the shared base (`top_k`, `full`)."""
     return self.tuning not in tuning_lib.BASE_FROZEN_POLICIES
 
+  @property
+  def train_layer_norms(self):
+    """Whether the LayerNorms train under this tuning (the paper's adapters: they do)."""
+    return True
+
+  def delta_specs(self):
+    """No changes to the projections (LoRA, (IA)³ have their own configs)."""
+    return []
+
   def adapter_options(self):
     """The placement and residual options, as the layers take them (`adapter_options=`)."""
     return {name: getattr(self, name) for name in _OPTIONS}
@@ -161,3 +172,28 @@ class AdapterConfig:
     if "leave_out" in values:
       values["leave_out"] = tuple(values["leave_out"])
     return cls(**values)
+
+
+def config_from_dict(values):
+  """The config of an adapter set's `to_dict()`: an `AdapterConfig`, or the registered
+  method's config (`LoRAConfig`, `IA3Config`) when the dict names its `method`."""
+  if "method" in values:
+    try:
+      method = registry.get(values["method"])
+    except ValueError as error:
+      raise ValueError(f"{error} The adapter set config {values} names no method this "
+                       "library has.") from None
+    return method.config_class.from_dict(values)
+  return AdapterConfig.from_dict(values)
+
+
+def check_set_config(config):
+  """`config` as an adapter set's config: an `AdapterConfig` or a method's, or its dict."""
+  if isinstance(config, dict):
+    return config_from_dict(config)
+  if not isinstance(config, (AdapterConfig,) + registry.config_classes()):
+    names = ", ".join(c.__name__ for c in (AdapterConfig,) + registry.config_classes())
+    raise ValueError(
+        f"An adapter set's config is one of {names} (or its to_dict()), got {config!r}; "
+        "bottleneck adapters with LoRA or (IA)^3 on one set are not supported yet.")
+  return config

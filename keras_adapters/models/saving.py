@@ -37,7 +37,11 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
   Returns:
     `directory`.
   """
-  bert = _the_adapted_bert(model)
+  bert = the_adapted_bert(model)
+  if getattr(bert, "merged", False):
+    raise AdapterArtifactError(
+        "The model's LoRA or (IA)^3 layers were merged into its base (keras_adapters.merge), "
+        "so its adapter set is gone: save the adapters before merging.")
   name = _set_name(model, bert, adapter_name)
   head = getattr(model, "head_config", None)
   if label_names is not None:
@@ -73,7 +77,7 @@ def load_adapters(model, directory, adapter_name=None):
       its tensors do not fit the model's adapter set and head.
   """
   config = adapter_artifact.read_adapter_config(directory)
-  bert = _the_adapted_bert(model)
+  bert = the_adapted_bert(model)
   fingerprint = adapter_artifact.base_fingerprint(config)
   if fingerprint != bert.base_fingerprint:
     raise AdapterArtifactError(
@@ -147,7 +151,8 @@ def load_task_model(directory, base_handle=None):
   return model
 
 
-def _the_adapted_bert(model):
+def the_adapted_bert(model):
+  """The one `AdaptedBert` in `model` (or `model` itself), or a clear error."""
   found = [m for m in [model] + list(model.submodules)
            if isinstance(m, adapted_bert_lib.AdaptedBert)]
   if len(found) != 1:

@@ -19,7 +19,8 @@ def validate_tuning(tuning, top_k, num_layers, has_adapters):
         f"Unknown tuning policy {tuning!r}; choose one of {list(TUNING_POLICIES)}: 'adapters' "
         "(adapters + LayerNorms, the paper), 'layer_norm', 'top_k' (top k layers) or 'full'.")
   if tuning == "adapters" and not has_adapters:
-    raise ValueError("tuning='adapters' needs adapters: pass adapter_size (e.g. 64).")
+    raise ValueError("tuning='adapters' needs adapters (or LoRA, (IA)^3): pass adapter_size "
+                     "(e.g. 64).")
   if tuning == "top_k":
     if not isinstance(top_k, int) or not 1 <= top_k <= num_layers:
       raise ValueError(
@@ -29,11 +30,12 @@ def validate_tuning(tuning, top_k, num_layers, has_adapters):
     raise ValueError(f"top_k is only used with tuning='top_k', not tuning={tuning!r}.")
 
 
-def apply_tuning(encoder, tuning, top_k=None, adapter_set=None):
+def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norms=True):
   """Sets the `trainable` flag of every sub-layer of `encoder` for a tuning policy.
 
-  - `adapters`: adapters and every LayerNorm (the embedding one included) train; Houlsby et
-    al.'s adapter tuning. The task head, outside the encoder, trains too.
+  - `adapters`: adapters (and a method's layers: LoRA, (IA)³) and every LayerNorm (the
+    embedding one included) train; Houlsby et al.'s adapter tuning. The task head, outside
+    the encoder, trains too.
   - `layer_norm`: only the LayerNorms train.
   - `top_k`: the top `top_k` Transformer blocks and the pooler train (variable fine-tuning).
   - `full`: everything trains.
@@ -45,12 +47,15 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None):
     adapter_set: The adapters and LayerNorms that train, an `EncoderAdapters` of layers, when
       they are not the encoder's own (another task's set on the same base; `adapters` and
       `layer_norm` only). The encoder's own adapters and LayerNorms then stay frozen.
+    train_layer_norms: With `adapters`, whether the LayerNorms train too (peft and
+      AdapterHub keep them frozen for LoRA and (IA)³).
   """
   own = encoder.own_adapters()
   trained = own if adapter_set is None else adapter_set
-  trained_adapters = [a for block in trained.blocks
-                      for a in (block.attention_adapter, block.feedforward_adapter) if a]
-  validate_tuning(tuning, top_k, encoder.num_layers, bool(trained_adapters))
+  trained_modules = [a for block in trained.blocks
+                     for a in [block.attention_adapter, block.feedforward_adapter]
+                     + _projection_layers(block) if a]
+  validate_tuning(tuning, top_k, encoder.num_layers, bool(trained_modules))
   if adapter_set is not None and tuning not in BASE_FROZEN_POLICIES:
     raise ValueError(
         f"tuning={tuning!r} trains the shared base, so only the encoder's own adapter set can "
@@ -64,24 +69,30 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None):
     block_trains = tuning == "full" or (tuning == "top_k" and index >= first_trained_block)
     for layer in (block.self_attention, block.intermediate, block.output_dense):
       layer.trainable = block_trains
-    for layer in block_own:
+    for layer in list(block_own.slots().values()) + _projection_layers(block_own):
       if layer is not None:
         layer.trainable = block_trains
   if adapter_set is not None:
     for layer in _layers(adapter_set):
       layer.trainable = False
   # What the set itself trains: its LayerNorms, and its adapters under the paper's policy.
-  if tuning in BASE_FROZEN_POLICIES:
+  if tuning == "layer_norm" or (tuning == "adapters" and train_layer_norms):
     trained.embedding_layer_norm.trainable = True
     for block in trained.blocks:
       block.self_attention_layer_norm.trainable = True
       block.output_layer_norm.trainable = True
   if tuning == "adapters":
-    for adapter in trained_adapters:
-      adapter.trainable = True
+    for module in trained_modules:
+      module.trainable = True
 
 
 def _layers(adapters):
   """Every layer of an `EncoderAdapters`."""
   return [adapters.embedding_layer_norm] + [
-      layer for block in adapters.blocks for layer in block if layer is not None]
+      layer for block in adapters.blocks
+      for layer in list(block.slots().values()) + _projection_layers(block)
+      if layer is not None]
+
+
+def _projection_layers(block):
+  return [layer for layers in block.projection_changes().values() for layer in layers]

@@ -67,6 +67,9 @@ class AdaptedBertEncoder(keras.layers.Layer):
     adapter_leave_out: Indices of the blocks that get no adapters.
     adapter_options: A dict of AdapterHub options (`adapter.ADAPTER_OPTIONS`): which
       sub-layers get adapters and how they join them; Houlsby's placement by default.
+    projection_deltas: Methods that change the blocks' projections (LoRA, (IA)³), a list of
+      `{"method", "leave_out", "targets": {projection: options}}` as a method config's
+      `delta_specs()` gives them.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -88,6 +91,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
                adapter_init_stddev=1e-2,
                adapter_leave_out=(),
                adapter_options=None,
+               projection_deltas=(),
                **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
@@ -107,6 +111,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.adapter_init_stddev = adapter_init_stddev
     self.adapter_leave_out = tuple(adapter_leave_out)
     self.adapter_options = dict(adapter_options or {})
+    self.projection_deltas = [dict(spec) for spec in projection_deltas or ()]
 
     # Sub-layers compute in the encoder's policy, so that an encoder given `dtype=` (the Hub
     # parity probe's float32) computes in it whatever the global policy. As in the Model
@@ -137,6 +142,9 @@ class AdaptedBertEncoder(keras.layers.Layer):
             adapter_activation=adapter_activation,
             adapter_init_stddev=adapter_init_stddev,
             adapter_options=self.adapter_options,
+            projection_deltas=[
+                dict(method=spec["method"], targets=spec["targets"])
+                for spec in self.projection_deltas if i not in spec.get("leave_out", ())],
             dtype=policy,
             name=f"transformer/layer_{i}") for i in range(num_layers)
     ]
@@ -183,6 +191,11 @@ class AdaptedBertEncoder(keras.layers.Layer):
     return [a for block in self.transformer_layers for a in block.adapters]
 
   @property
+  def projection_layers(self):
+    """All method layers that change projections (LoRA, (IA)³), bottom block first."""
+    return [layer for block in self.transformer_layers for layer in block.projection_layers]
+
+  @property
   def layer_norms(self):
     """Every LayerNorm, the embedding one included."""
     return [self.embedding_layer_norm] + [
@@ -199,7 +212,8 @@ class AdaptedBertEncoder(keras.layers.Layer):
     """
     if not self.built:
       self(dummy_inputs())
-    adapter_ids = {id(w) for adapter in self.adapters for w in adapter.weights}
+    adapter_ids = {id(w) for module in self.adapters + self.projection_layers
+                   for w in module.weights}
     return {canonical_variable_name(w.name): w for w in self.weights
             if id(w) not in adapter_ids}
 
@@ -223,6 +237,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         "adapter_init_stddev": self.adapter_init_stddev,
         "adapter_leave_out": self.adapter_leave_out,
         "adapter_options": self.adapter_options,
+        "projection_deltas": self.projection_deltas,
     })
     return config
 

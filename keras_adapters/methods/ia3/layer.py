@@ -1,0 +1,59 @@
+"""The (IA)³ layer: a learned per-channel scale on a frozen projection's output or input."""
+
+import tensorflow as tf
+import tf_keras as keras
+
+from keras_adapters.methods import projection_delta
+
+
+@keras.utils.register_keras_serializable(package="keras_adapters")
+class IA3(projection_delta.ProjectionDelta):
+  """(IA)³ (Liu et al. 2022): a trainable vector `l`, initialised to one, that rescales a
+  frozen projection `x · W + b` channel by channel.
+
+  On the output (`(x · W + b) ⊙ l`: the paper's keys and values, AdapterHub's
+  `composition_mode="scale"` on any projection) or on the input (`(x ⊙ l) · W + b`: peft's
+  `feedforward_modules`, which on BERT's feed-forward output projection scales the
+  intermediate activation as the paper does). Either way `merge` folds `l` into `W` (and
+  `b`).
+
+  Example:
+  >>> ia3 = IA3(target="output", units=8, scales_input=True)
+  >>> ia3.build((None, 16))
+  >>> ia3.scale.shape
+  TensorShape([16])
+
+  Args:
+    target: The projection it changes (`projection_delta.PROJECTIONS`).
+    units: The projection's output width.
+    scales_input: Scale the projection's input instead of its output.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, target, units, scales_input=False, **kwargs):
+    super().__init__(target, units, **kwargs)
+    self.scales_input = scales_input
+
+  def build(self, input_shape):
+    width = tf.TensorShape(input_shape)[-1] if self.scales_input else self.units
+    self.scale = self.add_weight("scale", [width], initializer="ones")
+    super().build(input_shape)
+
+  def call(self, inputs, project, training=None):
+    if self.scales_input:
+      return project(inputs * tf.cast(self.scale, inputs.dtype))
+    output = project(inputs)
+    return output * tf.cast(self.scale, output.dtype)
+
+  def merge(self, kernel, bias):
+    if self.scales_input:
+      return kernel * self.scale[:, tf.newaxis], bias
+    return kernel * self.scale, bias * self.scale
+
+  def weights_by_key(self):
+    return {"scale": self.scale}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"scales_input": self.scales_input})
+    return config

@@ -1,0 +1,68 @@
+"""`LoRAConfig`: where LoRA goes and how it is scaled, as peft's `LoraConfig`."""
+
+import dataclasses
+from typing import Tuple
+
+from keras_adapters.methods import method_config
+from keras_adapters.methods.lora import layer as lora_layer
+from keras_adapters.utils import settings
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRAConfig(method_config.MethodConfig):
+  """LoRA (Hu et al. 2021) on chosen projections of every block: `W · x + s · B · A · x`.
+
+  Passed to `AdaptedBert(handle, adapter_config=LoRAConfig(...))`; stored in adapter
+  artifacts. The names follow peft's `LoraConfig` and AdapterHub's `LoRAConfig`: `r`,
+  `alpha` (peft's `lora_alpha`), `use_rslora`, `dropout` (`lora_dropout`), `target_modules`
+  (the block's projections: peft's `query`/`key`/`value`, AdapterHub's `attn_matrices`, the
+  attention output and the feed-forward `intermediate` and `output`), `leave_out` (peft's
+  `layers_to_transform`, inverted).
+
+  Example:
+  >>> config = LoRAConfig(r=4, target_modules=("query", "key", "value"))
+  >>> LoRAConfig.from_dict(config.to_dict()) == config
+  True
+  """
+  method = "lora"
+
+  r: int = settings.setting(8, "LoRA rank r of every update.", flag="lora_r")
+  alpha: float = settings.setting(
+      8.0, "LoRA alpha: the update is scaled by alpha / r (alpha / sqrt(r) with "
+      "--lora_use_rslora).", flag="lora_alpha")
+  use_rslora: bool = settings.setting(
+      False, "Scale LoRA updates by alpha / sqrt(r) (rsLoRA) instead of alpha / r.",
+      flag="lora_use_rslora")
+  dropout: float = settings.setting(0.0, "Dropout on the input of each LoRA update while "
+                                    "training.", flag="lora_dropout")
+  target_modules: Tuple[str, ...] = settings.setting(
+      ("query", "value"), "Projections of each block that get LoRA: query, key, value, "
+      "attention_output, intermediate, output (the LoRA paper and peft's default: query and "
+      "value).", flag="lora_target_modules")
+  leave_out: Tuple[int, ...] = settings.setting(
+      (), "Indices of the Transformer layers that get no LoRA.", flag="lora_leave_out")
+  init_weights: str = settings.setting(
+      "lora", "How A and B start: lora (peft's and AdapterHub's default: A Kaiming-uniform, "
+      "B zero), gaussian (peft: A normal with std 1/r, B zero) or bert (AdapterHub: both "
+      "normal, std 0.02).", choices=lora_layer.INITIALISATIONS, flag="lora_init_weights")
+  train_layer_norms: bool = settings.setting(
+      False, "Train the base's LayerNorms with LoRA (peft and AdapterHub keep them frozen).",
+      flag="lora_train_layer_norms")
+
+  def __post_init__(self):
+    if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
+      raise ValueError(f"r must be a whole number of at least 1 (LoRA uses 1 to 64), got "
+                       f"{self.r!r}.")
+    method_config.check_number("alpha", self.alpha, positive=True)
+    method_config.check_number("dropout", self.dropout, below=1.0)
+    if not isinstance(self.use_rslora, bool):
+      raise ValueError(f"use_rslora must be True or False, got {self.use_rslora!r}.")
+    if self.init_weights not in lora_layer.INITIALISATIONS:
+      raise ValueError(f"init_weights must be one of {list(lora_layer.INITIALISATIONS)}, got "
+                       f"{self.init_weights!r}.")
+    self._check_common()
+
+  def layer_options(self, target):
+    del target  # Every projection alike.
+    return dict(rank=self.r, alpha=self.alpha, use_rslora=self.use_rslora,
+                dropout=self.dropout, init_weights=self.init_weights)

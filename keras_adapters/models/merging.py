@@ -1,0 +1,82 @@
+"""Folding LoRA and (IA)³ into the frozen kernels, as peft's `merge_and_unload`.
+
+Every method layer changes a projection linearly (`ProjectionDelta.merge`), so a task model
+with its layers folded in computes what it computed before with the base's own graph and
+cost. `merge` does it for good; `merged` for the time of an export, and then restores the
+base's kernels and the layers, so the model trains and saves its adapters as before.
+"""
+
+import contextlib
+
+import tensorflow as tf
+
+from keras_adapters.models import saving
+
+
+def merge(model):
+  """Folds the LoRA and (IA)³ layers of `model`'s `AdaptedBert` into its frozen kernels.
+
+  Afterwards the model has the base's own graph (no method layers) and the same outputs,
+  within float32 rounding. Its adapter set can no longer be saved as an artifact: save it
+  (`save_adapters`) before merging, or export with `export_task`, which merges for the export
+  only.
+
+  Example:
+  ```python
+  keras_adapters.merge(model)  # model: build_classifier around AdaptedBert(LoRAConfig(...))
+  ```
+
+  Args:
+    model: A Keras model with exactly one `AdaptedBert` (or the `AdaptedBert` itself).
+
+  Returns:
+    The number of projections changed (0 for a model without LoRA or (IA)³).
+  """
+  bert = saving.the_adapted_bert(model)
+  merged_count = 0
+  for block in bert.encoder.transformer_layers:
+    for target, layers in block.deltas.items():
+      kernel, bias = block.projection_variables(target)
+      merged_kernel = tf.reshape(kernel, [-1, _output_width(kernel, bias)])
+      merged_bias = tf.reshape(bias, [-1])
+      for layer in layers:
+        merged_kernel, merged_bias = layer.merge(merged_kernel, merged_bias)
+      kernel.assign(tf.reshape(merged_kernel, kernel.shape))
+      bias.assign(tf.reshape(merged_bias, bias.shape))
+      merged_count += 1
+    block.deltas = {}
+  if merged_count:
+    bert.merged = True
+  return merged_count
+
+
+@contextlib.contextmanager
+def merged(model):
+  """A context in which `model`'s LoRA and (IA)³ layers are folded into its kernels, which
+  are restored, with the layers, when it ends.
+
+  Yields:
+    The number of projections merged.
+  """
+  bert = saving.the_adapted_bert(model)
+  blocks = bert.encoder.transformer_layers
+  kept = [(block, dict(block.deltas),
+           {target: [v.numpy() for v in block.projection_variables(target)]
+            for target in block.deltas}) for block in blocks]
+  was_merged = getattr(bert, "merged", False)
+  try:
+    yield merge(model)
+  finally:
+    for block, deltas, values in kept:
+      for target, (kernel, bias) in values.items():
+        kernel_variable, bias_variable = block.projection_variables(target)
+        kernel_variable.assign(kernel)
+        bias_variable.assign(bias)
+      block.deltas = deltas
+    bert.merged = was_merged
+
+
+def _output_width(kernel, bias):
+  """The output width of a projection: its bias's size (query's `[heads, head_size]` too)."""
+  del kernel
+  return bias.shape.num_elements()
