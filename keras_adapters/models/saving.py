@@ -166,6 +166,12 @@ def _set_name(model, bert, adapter_name):
   return adapter_name or getattr(model, "adapter_name", None) or bert.active_adapter
 
 
+def task_variables(model):
+  """The task's adapter, LayerNorm and head variables of `model`'s set, by artifact keys."""
+  bert = the_adapted_bert(model)
+  return _task_variables(model, bert, _set_name(model, bert, None))
+
+
 def _task_variables(model, bert, adapter_name):
   """What makes the task: its adapter set's weights (or, when its tuning trains the base,
   whatever in the encoder trains) and the head, by stable keys.

@@ -1,0 +1,271 @@
+"""peft LoRA adapters of BERT sequence classifiers, read and written exactly.
+
+A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_type=
+"SEQ_CLS", ...)).save_pretrained(dir)`) is a folder with
+
+- `adapter_config.json`: the `LoraConfig` (`peft_type` "LORA", `r`, `lora_alpha`,
+  `use_rslora`, `target_modules` as names or a regex, `layers_to_transform`,
+  `modules_to_save`, ...) and `base_model_name_or_path`;
+- `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.lora_A.weight`
+  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module, and the classifier, saved
+  whole (`modules_to_save`): `base_model.model.classifier.weight` / `.bias`.
+
+`load_peft` builds the task model (`AdaptedBert(LoRAConfig)` + a `build_classifier` head on
+BERT's pooler, as `BertForSequenceClassification` has); `save_peft` writes one. Which modules
+carry LoRA is read from the tensors and checked against the config. Other peft types and
+options that change what the model computes are refused, naming the option.
+"""
+
+import os
+import re
+
+import numpy as np
+from safetensors import numpy as safetensors_numpy
+import tensorflow as tf
+
+from keras_adapters.hub import default_model
+from keras_adapters.methods.lora import LoRAConfig
+from keras_adapters.models import adapted_bert
+from keras_adapters.models import classifier
+from keras_adapters.models import saving
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+# The peft version whose format is written.
+PEFT_VERSION = "0.21.2"
+# Our projections → BERT's module paths inside `bert.encoder.layer.<i>`.
+_MODULES = {"query": "attention.self.query", "key": "attention.self.key",
+            "value": "attention.self.value", "attention_output": "attention.output.dense",
+            "intermediate": "intermediate.dense", "output": "output.dense"}
+_PREFIX = "base_model.model."
+_LORA_TENSOR = re.compile(
+    r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.lora_([AB])\.weight")
+_CLASSIFIER = ("classifier.weight", "classifier.bias")
+# LoraConfig options that change what the model computes, with their plain values.
+_PLAIN = {"use_dora": False, "lora_bias": False, "bias": "none", "fan_in_fan_out": False,
+          "layer_replication": None, "target_parameters": None,
+          "trainable_token_indices": None, "use_qalora": False, "use_bdlora": None,
+          "rank_pattern": {}, "alpha_pattern": {}, "alora_invocation_tokens": None,
+          "megatron_config": None}
+
+
+class PeftError(errors.UsageError):
+  """A peft artifact that cannot be read or written exactly; the message says why."""
+
+
+def load_peft(directory, base_handle=None):
+  """Builds the task model of a peft LoRA adapter of a BERT sequence classifier.
+
+  Example:
+  ```python
+  model = keras_adapters.load_peft("my_peft_lora")   # peft's save_pretrained folder
+  logits = model(inputs)       # inputs: the TF Hub BERT input dict
+  ```
+
+  Args:
+    directory: What peft's `save_pretrained` wrote for a `LoraConfig(task_type="SEQ_CLS")`
+      model of `BertForSequenceClassification`.
+    base_handle: The TF Hub BERT encoder of the base; default the embedded default when the
+      artifact names all-MiniLM-L6-v2.
+
+  Returns:
+    A `build_classifier` model (pooler, dropout, dense) with the LoRA and classifier weights.
+
+  Raises:
+    PeftError: Files missing, another peft type or task, options not supported here.
+  """
+  directory = os.fspath(directory)
+  meta = _read_config(directory)
+  tensors = _read_tensors(directory)
+  config = _lora_config(meta, tensors, directory)
+  bert = adapted_bert.AdaptedBert(_base_handle(meta, base_handle, directory),
+                                  adapter_config=config)
+  missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
+  if missing:
+    raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
+                    "peft model with modules_to_save=['classifier'] (task_type='SEQ_CLS' does).")
+  num_labels = tensors[_PREFIX + "classifier.bias"].shape[0]
+  model = classifier.build_classifier(bert, num_labels, pooling="cls")
+  names = _peft_names(model)
+  for key, variable in saving.task_variables(model).items():
+    if key not in names:
+      continue  # The base's LayerNorms: peft keeps them frozen.
+    value = np.ascontiguousarray(tensors[names[key]].T)
+    if tuple(variable.shape) != value.shape:
+      raise PeftError(f"Tensor {names[key]!r} of {directory!r} has shape {value.shape[::-1]}, "
+                      f"the model needs {tuple(variable.shape)[::-1]}: the artifact was made "
+                      "for another base.")
+    variable.assign(value)
+  return model
+
+
+def save_peft(model, directory, *, base_model_name_or_path=None):
+  """Writes a LoRA task model as a peft artifact that `PeftModel.from_pretrained` loads.
+
+  The model must be `AdaptedBert(LoRAConfig(...))` with a `build_classifier` head of one
+  dense layer on BERT's pooler (`pooling="cls"`), BERT's sequence classifier, and its base's
+  LayerNorms unchanged (peft's LoRA keeps them frozen).
+
+  Args:
+    model: The task model.
+    directory: Folder to write (replaced atomically).
+    base_model_name_or_path: The Hugging Face name of the base, recorded for peft; default
+      the embedded default's when the model runs on it.
+
+  Returns:
+    `directory`.
+  """
+  bert = saving.the_adapted_bert(model)
+  config = bert.adapter_config
+  if not isinstance(config, LoRAConfig):
+    raise PeftError(f"save_peft writes LoRA adapters; this model's adapter set is "
+                    f"{type(config).__name__}.")
+  head = getattr(model, "head_config", None)
+  if head is None or head.pooling != "cls" or head.hidden_layers:
+    raise PeftError("save_peft writes BertForSequenceClassification's head: one dense layer "
+                    "on BERT's pooler. Build the model with build_classifier(..., "
+                    "pooling='cls', hidden_layers=0).")
+  changed = [key for key, value in bert.adapter_weights().items()
+             if key in bert.base_layer_norms
+             and not np.array_equal(value.numpy(), bert.base_layer_norms[key])]
+  if changed:
+    raise PeftError(f"Training changed the base's LayerNorms (e.g. {changed[0]!r}), which a "
+                    "peft LoRA adapter cannot carry: train with train_layer_norms=False.")
+  names = _peft_names(model)
+  tensors = {names[key]: np.ascontiguousarray(variable.numpy().T)
+             for key, variable in saving.task_variables(model).items() if key in names}
+  meta = _peft_config(config, bert.encoder.num_layers,
+                      base_model_name_or_path or _default_base_name(bert))
+  with atomic_io.atomic_directory(directory) as staging:
+    atomic_io.write_json(os.path.join(staging, CONFIG_FILE), meta)
+    atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE),
+                          safetensors_numpy.save(tensors, {"format": "pt"}))
+  return directory
+
+
+def _peft_names(model):
+  """Our task weight key → peft's tensor name, for the LoRA factors and the classifier."""
+  names = {}
+  for key in saving.task_variables(model):
+    match = re.fullmatch(r"transformer/layer_(\d+)/(\w+)/lora/lora_(a|b)", key)
+    if match:
+      layer, target, factor = match.groups()
+      names[key] = (f"{_PREFIX}bert.encoder.layer.{layer}.{_MODULES[target]}."
+                    f"lora_{factor.upper()}.weight")
+    elif key.startswith("head/"):
+      names[key] = _PREFIX + ("classifier.weight" if key.endswith("/kernel")
+                              else "classifier.bias")
+  return names
+
+
+def _lora_config(meta, tensors, directory):
+  """The `LoRAConfig` of a peft config, with the wrapped modules read from the tensors."""
+  if meta.get("peft_type") != "LORA":
+    raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; LoRA "
+                    "(peft_type 'LORA') is supported here.")
+  if meta.get("task_type") != "SEQ_CLS":
+    raise PeftError(f"{directory!r} adapts a {meta.get('task_type')!r} model; sequence "
+                    "classification (task_type 'SEQ_CLS') is supported here.")
+  for option, plain in _PLAIN.items():
+    if meta.get(option, plain) not in (plain, None) or (plain is None and meta.get(option)):
+      raise PeftError(f"The adapter uses peft's {option}={meta[option]!r}, which this library "
+                      f"does not implement; convert a plain LoRA adapter ({option}={plain!r}).")
+  layers = {}
+  for name in tensors:
+    match = _LORA_TENSOR.fullmatch(name)
+    if match:
+      layer, module, _ = match.groups()
+      target = {m: t for t, m in _MODULES.items()}.get(module)
+      if target is None:
+        raise PeftError(f"{name!r}: LoRA on BERT's {module!r} has no equivalent here (the "
+                        f"encoder blocks' {sorted(_MODULES.values())} do).")
+      layers.setdefault(int(layer), set()).add(target)
+    elif not name.startswith(_PREFIX + "classifier."):
+      raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
+                      "blocks or the classifier.")
+  targets = set().union(*layers.values()) if layers else set()
+  uneven = [layer for layer, found in layers.items() if found != targets]
+  if not layers or uneven:
+    raise PeftError(f"{directory!r} has LoRA on {sorted(targets) or 'no module'}"
+                    + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
+                    + "; this library applies one set of target modules to every layer.")
+  num_layers = max(layers) + 1
+  try:
+    return LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
+                      use_rslora=bool(meta.get("use_rslora", False)),
+                      dropout=meta.get("lora_dropout", 0.0), target_modules=tuple(targets),
+                      leave_out=tuple(i for i in range(num_layers) if i not in layers),
+                      init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
+                      else "lora")
+  except (KeyError, ValueError) as error:
+    raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
+
+
+def _peft_config(config, num_layers, base_name):
+  """peft's `LoraConfig` dict of `config` on a `num_layers`-layer BERT."""
+  kept = [i for i in range(num_layers) if i not in config.leave_out]
+  modules = [_MODULES[t] for t in config.target_modules]
+  plain_names = all(m.startswith("attention.self.") for m in modules)
+  # Names match by suffix in peft ("query"); "dense" would also match the pooler, so other
+  # modules, and a subset of the layers, are given as a regex over the full module names.
+  target_modules = ([m.rsplit(".", 1)[1] for m in modules]
+                    if plain_names and not config.leave_out else
+                    r"bert\.encoder\.layer\.(" + "|".join(map(str, kept)) + r")\.("
+                    + "|".join(re.escape(m) for m in modules) + ")")
+  return dict(
+      {option: value for option, value in _PLAIN.items()},
+      peft_type="LORA", task_type="SEQ_CLS", peft_version=PEFT_VERSION,
+      base_model_name_or_path=base_name, r=config.r, lora_alpha=config.alpha,
+      use_rslora=config.use_rslora, lora_dropout=config.dropout,
+      target_modules=target_modules, layers_to_transform=None, layers_pattern=None,
+      modules_to_save=["classifier", "score"], exclude_modules=None,
+      init_lora_weights="gaussian" if config.init_weights == "gaussian" else True,
+      inference_mode=True, revision=None, auto_mapping=None)
+
+
+def _read_config(directory):
+  path = os.path.join(directory, CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    raise PeftError(f"{directory!r} has no {CONFIG_FILE} (a peft adapter's config); give the "
+                    "folder peft's save_pretrained wrote.")
+  try:
+    return atomic_io.read_json(path)
+  except ValueError as error:
+    raise PeftError(f"{path!r} is not valid JSON: {error}.") from None
+
+
+def _read_tensors(directory):
+  path = os.path.join(directory, WEIGHTS_FILE)
+  if not tf.io.gfile.exists(path):
+    pickled = os.path.join(directory, "adapter_model.bin")
+    raise PeftError(f"{directory!r} has no {WEIGHTS_FILE}"
+                    + (" but a pickled adapter_model.bin, which is not read (loading it runs "
+                       "code)" if tf.io.gfile.exists(pickled) else "")
+                    + ": save with save_pretrained(..., safe_serialization=True).")
+  with tf.io.gfile.GFile(path, "rb") as file:
+    data = file.read()
+  try:
+    return safetensors_numpy.load(data)
+  except Exception as error:  # pylint: disable=broad-except
+    raise PeftError(f"{path!r} is incomplete or not a safetensors file ({error}); copy it "
+                    "again.") from None
+
+
+def _base_handle(meta, base_handle, directory):
+  if base_handle is not None:
+    return base_handle
+  name = str(meta.get("base_model_name_or_path") or "")
+  if default_model.names_default_base(name):
+    return default_model.default_hub_handle()
+  raise PeftError(f"The adapter at {directory!r} was trained on {name or 'an unrecorded base'!r}"
+                  ", not the embedded default: pass base_handle= (a TF Hub BERT encoder of "
+                  "that model, e.g. converted with keras_adapters.hub.huggingface).")
+
+
+def _default_base_name(bert):
+  if default_model.is_default_base(bert.handle):
+    return default_model.DEFAULT_HF_NAME
+  raise PeftError(f"peft records the Hugging Face name of the base; {bert.handle!r} is not the "
+                  "embedded default, so pass base_model_name_or_path=.")
