@@ -1,6 +1,7 @@
-"""Every figure the README quotes from a results file equals the file's value.
+"""Every figure the README and the docs quote from a results file equals the file's value.
 
-The README marks what it quotes with HTML comments, invisible once rendered:
+The README and every page under `docs/` mark what they quote with HTML comments, invisible
+once rendered (each page on its own: a page names the file of its figures before them):
 
 - `<!-- figures: results/airline/analysis/ablation.json -->` names the file that the next
   figures come from (until the next such marker);
@@ -14,11 +15,13 @@ The README marks what it quotes with HTML comments, invisible once rendered:
 - `<!-- same as results/suite.md -->` says that the lines after it are the file's, verbatim:
   a generated table, kept whole.
 
-So a rerun that changes a file fails this test until the README says the new figure.
+So a rerun that changes a file fails this test until the README and the docs say the new
+figure.
 """
 
 import ast
 import collections
+import glob
 import json
 import operator
 import os
@@ -29,6 +32,10 @@ from typing import Any, List
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The pages that quote figures: the README and the docs site's.
+_PAGES = ["README.md"] + sorted(
+    os.path.relpath(path, _REPO)
+    for path in glob.glob(os.path.join(_REPO, "docs", "**", "*.md"), recursive=True))
 _MARKER = re.compile(r"<!--\s*(figures:|=|same as)\s*(.*?)\s*-->", re.S)
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
               ast.Div: operator.truediv}
@@ -64,12 +71,13 @@ def evaluate(expression: str, record: Any) -> Any:
   return value(ast.parse(expression, mode="eval"))
 
 
-def check(readme: str, repo_dir: str = _REPO) -> List[str]:
+def check(readme: str, repo_dir: str = _REPO, page: str = "README.md") -> List[str]:
   """Every mismatch between `readme`'s marked figures and their files, as messages.
 
   Args:
-    readme: The README's text.
+    readme: The text of the README or of a docs page.
     repo_dir: The folder the markers' paths are relative to.
+    page: Its path, for the messages.
 
   Returns:
     One message per figure or copied block that differs from its file, names a missing file
@@ -81,7 +89,7 @@ def check(readme: str, repo_dir: str = _REPO) -> List[str]:
     kind = match.group(1)
     argument = " ".join(match.group(2).split())  # A marker may wrap onto the next line.
     line = readme.count("\n", 0, match.start()) + 1
-    where = f"README.md:{line}"
+    where = f"{page}:{line}"
     try:
       if kind == "figures:":
         source = argument
@@ -111,9 +119,10 @@ def _check_figure(before: str, argument: str, record: Any, source: str, where: s
   expected = format(evaluate(expression, record), spec)
   # README text writes a minus as U+2212.
   quoted = before.rstrip("*").replace("\u2212", "-")
-  if quoted.endswith(expected) and not re.search(r"[\d.,]$", quoted[:-len(expected)]):
+  # \Z, not $: a figure may start a line after one that ends with a comma.
+  if quoted.endswith(expected) and not re.search(r"[\d.,]\Z", quoted[:-len(expected)]):
     return []
-  return [f"{where}: the README says {quoted[-12:]!r} where {source} gives {expected!r} "
+  return [f"{where}: the text says {quoted[-12:]!r} where {source} gives {expected!r} "
           f"({expression})"]
 
 
@@ -121,24 +130,39 @@ class ReadmeFiguresTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    with open(os.path.join(_REPO, "README.md"), encoding="utf-8") as f:
-      self.readme = f.read()
+    self.pages = {}
+    for page in _PAGES:
+      with open(os.path.join(_REPO, page), encoding="utf-8") as f:
+        self.pages[page] = f.read()
 
   def test_every_quoted_figure_equals_its_file(self):
-    self.assertEqual(check(self.readme), [])
+    for page, text in self.pages.items():
+      self.assertEqual(check(text, page=page), [], page)
 
-  def test_the_readme_quotes_its_results(self):
-    markers = [kind for kind, _ in _MARKER.findall(self.readme)]
-    self.assertGreaterEqual(markers.count("="), 80)
-    self.assertGreaterEqual(markers.count("same as"), 3)
+  def test_the_docs_quote_their_results(self):
+    markers = [kind for text in self.pages.values() for kind, _ in _MARKER.findall(text)]
+    self.assertGreaterEqual(markers.count("="), 280)
+    self.assertGreaterEqual(markers.count("same as"), 5)
+    # Results at a glance: the README's headline figures are checked too.
+    self.assertGreaterEqual([kind for kind, _ in _MARKER.findall(self.pages["README.md"])]
+                            .count("="), 4)
 
   def test_the_issue_23_corrections_would_be_caught(self):
-    """The README's old figures, put back, each fail the check."""
+    """The old figures, put back where the docs now quote them, each fail the check."""
     for new, old in (("costs 6%<!--", "costs 12%<!--"), ("6.4%<!--", "8%<!--"),
                      ("3.03<!--", "1.7<!--"), ("4.93<!--", "3.17<!--"),
                      ("−2.53<!--", "−0.7<!--")):
-      self.assertIn(new, self.readme)
-      self.assertLen(check(self.readme.replace(new, old, 1)), 1)
+      [page] = [page for page, text in self.pages.items() if new in text]
+      self.assertLen(check(self.pages[page].replace(new, old, 1), page=page), 1)
+
+  def test_a_figure_may_start_a_line(self):
+    folder = self.create_tempdir().full_path
+    with open(os.path.join(folder, "tally.json"), "w", encoding="utf-8") as f:
+      json.dump(dict(errors=46, results=18), f)
+    text = ("<!-- figures: tally.json -->46<!-- = errors d --> clear errors,\n"
+            "18<!-- = results d --> correct results")
+    self.assertEqual(check(text, folder), [])
+    self.assertLen(check(text.replace("\n18<", "\n1,18<"), folder), 1)
 
   def test_a_changed_figure_fails(self):
     folder = self.create_tempdir().full_path
