@@ -14,6 +14,8 @@ from keras_adapters.serving.qa_export import export_qa
 from keras_adapters.serving.task_export import export_task
 from keras_adapters.interop.adapterhub import load_adapterhub
 from keras_adapters.interop.adapterhub import save_adapterhub
+from keras_adapters.interop.peft import load_peft
+from keras_adapters.interop.peft import save_peft
 from keras_adapters.layers.adapted_transformer_block import AdaptedTransformerBlock
 from keras_adapters.layers.adapter import Adapter
 from keras_adapters.methods.ia3 import IA3
@@ -50,11 +52,18 @@ __all__ = [
     "export_task",
     "load_adapterhub",
     "save_adapterhub",
+    "load_peft",
+    "save_peft",
     "AdaptedTransformerBlock",
     "Adapter",
+    "IA3",
+    "IA3Config",
+    "LoRA",
+    "LoRAConfig",
     "AdaptedBert",
     "AdapterConfig",
     "build_classifier",
+    "merge",
     "parameter_summary",
     "print_trainable_parameters",
     "export_task_from_artifact",

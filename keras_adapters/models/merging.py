@@ -10,6 +10,7 @@ import contextlib
 
 import tensorflow as tf
 
+from keras_adapters.models import adapted_bert as adapted_bert_lib
 from keras_adapters.models import saving
 
 
@@ -74,6 +75,16 @@ def merged(model):
         bias_variable.assign(bias)
       block.deltas = deltas
     bert.merged = was_merged
+
+
+def merged_if_any(model):
+  """`merged(model)` when `model` holds one `AdaptedBert` with LoRA or (IA)³ layers, else a
+  context that changes nothing (bottleneck adapters cannot be folded in)."""
+  berts = [m for m in [model] + list(model.submodules)
+           if isinstance(m, adapted_bert_lib.AdaptedBert)]
+  if len(berts) == 1 and berts[0].encoder.projection_layers:
+    return merged(model)
+  return contextlib.nullcontext(0)
 
 
 def _output_width(kernel, bias):

@@ -4,6 +4,7 @@ Also what every export of this package checks before it replaces a folder (`expo
 `check_export_dir`): a folder holding another kind of export, or other files, is kept.
 """
 
+import contextlib
 import os
 
 import tensorflow as tf
@@ -12,6 +13,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
+from keras_adapters.models import merging
 from keras_adapters.models import saving
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import atomic_io
@@ -68,7 +70,7 @@ def task_outputs(logits, is_regression):
 
 
 def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_length=128,
-                label_names=None, overwrite=False):
+                label_names=None, overwrite=False, merge=True):
   """Writes a SavedModel that serves a trained task model on raw text.
 
   The SavedModel has a `serving_default` signature with one string input per text field
@@ -88,6 +90,9 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
     label_names: Class names in logit order, one per logit, or `None` for a regression task
       (one output).
     overwrite: Replace a non-empty folder that is not a single-task export.
+    merge: Fold LoRA and (IA)³ into the frozen kernels for the export (`keras_adapters.merge`,
+      undone afterwards): the SavedModel has the base's own graph and cost. `False` keeps
+      them as separate layers.
 
   Returns:
     `export_dir`.
@@ -109,21 +114,27 @@ def export_task(model, preprocessor, export_dir, *, text_fields=("text",), seq_l
   compatibility.check_preprocessor(
       preprocessor, encoder_config,
       encoder_tokenizer=getattr(encoders[0], "hub_tokenizer", None) if encoder_config else None)
-  module = _TaskModule(model, preprocessor, text_fields, seq_length, label_names)
+  with (merging.merged_if_any(model) if merge else contextlib.nullcontext()):
+    _save_task_module(_TaskModule(model, preprocessor, text_fields, seq_length, label_names),
+                      export_dir)
+  return export_dir
+
+
+def _save_task_module(module, export_dir):
+  """Traces `module`'s serving functions and writes it to `export_dir`, atomically."""
   string_spec = tf.TensorSpec([None], tf.string)
-  if len(text_fields) == 1:
+  if len(module.text_fields) == 1:
     module.__call__ = tf.function(lambda text: module.predict([text]),
                                   input_signature=[string_spec])
   else:
     module.__call__ = tf.function(lambda texts: module.predict(texts),
-                                  input_signature=[[string_spec] * len(text_fields)])
+                                  input_signature=[[string_spec] * len(module.text_fields)])
   serving = tf.function(
       lambda **texts: module.predict([texts[field] for field in module.text_fields]),
       input_signature=None).get_concrete_function(
-          **{field: tf.TensorSpec([None], tf.string, name=field) for field in text_fields})
+          **{field: tf.TensorSpec([None], tf.string, name=field) for field in module.text_fields})
   with atomic_io.atomic_directory(export_dir) as staging:
     tf.saved_model.save(module, staging, signatures={"serving_default": serving})
-  return export_dir
 
 
 def export_kind(directory):

@@ -12,6 +12,8 @@ from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
+from keras_adapters.methods import ia3
+from keras_adapters.methods import lora
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
@@ -32,6 +34,15 @@ def _fake_export(directory, signature, output):
   return directory
 
 
+def _saved_variable_names(directory):
+  """The names of the variables a SavedModel holds, read from its object graph."""
+  saved_model = saved_model_pb2.SavedModel()
+  with open(os.path.join(directory, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+  return [node.variable.name for node in saved_model.meta_graphs[0].object_graph_def.nodes
+          if node.HasField("variable")]
+
+
 class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
@@ -46,6 +57,35 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     inputs = self.preprocessor.bert_pack_inputs(
         [self.preprocessor.tokenize(tf.constant(t)) for t in texts], _SEQ_LENGTH)
     return model(inputs, training=False)
+
+  @parameterized.named_parameters(
+      ("lora", lora.LoRAConfig(r=2, target_modules=("query", "value", "output"),
+                               init_weights="bert")),
+      ("ia3", ia3.IA3Config()))
+  def test_lora_and_ia3_are_merged_into_the_kernels(self, config):
+    """The export has the base's own graph (no LoRA or (IA)³ variables) and the unmerged
+    model's outputs; the model keeps its layers and weights after the export."""
+    model = classifier.build_classifier(
+        adapted_bert.AdaptedBert(self.handle, adapter_config=config), 3)
+    for variable in model.trainable_variables:
+      variable.assign(variable + tf.random.stateless_normal(variable.shape, [1, 2], stddev=0.2))
+    before = self._expected(model, ["a b c", "d"])
+    trained = [v.numpy() for v in model.trainable_variables]
+    path = task_export.export_task(model, self.preprocessor, self.create_tempdir().full_path,
+                                   seq_length=_SEQ_LENGTH, label_names=["a", "b", "c"])
+    served = tf.saved_model.load(path)
+    self.assertEmpty([n for n in _saved_variable_names(path) if f"/{config.method}/" in n])
+    self.assertAllClose(served.signatures["serving_default"](text=tf.constant(
+        ["a b c", "d"]))["probabilities"], tf.nn.softmax(before), atol=1e-5, rtol=0)
+    self.assertAllEqual(self._expected(model, ["a b c", "d"]), before)
+    for variable, value in zip(model.trainable_variables, trained):
+      self.assertAllEqual(variable, value)
+    unmerged = task_export.export_task(model, self.preprocessor,
+                                       self.create_tempdir().full_path,
+                                       seq_length=_SEQ_LENGTH, label_names=["a", "b", "c"],
+                                       merge=False)
+    self.assertNotEmpty([n for n in _saved_variable_names(unmerged)
+                         if f"/{config.method}/" in n])
 
   def test_single_text_task_serves_probabilities(self):
     """Raw strings in, the Keras model's softmax out, through both serving entry points,
