@@ -123,23 +123,26 @@ def check_arguments(argv):
       atomic_io.check_output_dir(FLAGS[name].value, name)
 
 
-# `~/...` or `~user/...`: a path in a home folder (not a lone `~`, a delimiter's value).
+# `~/...` or `~user/...`: a path in a home folder (not a lone `~`, a delimiter's value); in a
+# list, also after `name=` (`--tasks=reviews=~/runs/reviews`).
 _HOME = re.compile(r"^~[\w.-]*/")
+_HOME_IN_PAIR = re.compile(r"^(\w+=)?(~[\w.-]*/)")
 
 
-def expand_home():
+def expand_home(flag_values=FLAGS):
   """Expands a leading `~` in every string flag given, as a shell does: the shell leaves the
   `~` of `--model_dir=~/runs` as it is, and a folder named `~` would be made."""
-  for name in FLAGS:
-    flag = FLAGS[name]
+  for name in flag_values:
+    flag = flag_values[name]
     if not flag.present or flag.value is None:
       continue
     if isinstance(flag.value, str) and _HOME.match(flag.value):
       flag.value = os.path.expanduser(flag.value)
-    elif isinstance(flag.value, list) and any(isinstance(item, str) and _HOME.match(item)
-                                              for item in flag.value):
-      flag.value = [os.path.expanduser(item) if isinstance(item, str) and _HOME.match(item)
-                    else item for item in flag.value]
+    elif isinstance(flag.value, list) and any(
+        isinstance(item, str) and _HOME_IN_PAIR.match(item) for item in flag.value):
+      flag.value = [
+          _HOME_IN_PAIR.sub(lambda m: (m[1] or "") + os.path.expanduser(m[2]), item)
+          if isinstance(item, str) else item for item in flag.value]
 
 
 def _run_main(main, argv):

@@ -10,6 +10,7 @@ Everything runs in-process: `experiments.testing.cli_error` runs a script's `mai
 import contextlib
 import io
 import os
+import re
 import shutil
 import sys
 from unittest import mock
@@ -25,6 +26,7 @@ from experiments import task_flags
 from experiments import testing as cli_testing
 import keras_adapters
 from keras_adapters.core import config_definitions
+from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import text_classification
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.interop import adapterhub
@@ -221,16 +223,47 @@ class UserMistakesTest(tf.test.TestCase):
     classification.check_static_batch(config, 32)
     classification.check_static_batch(testing.run_config(batch_size=32), 20)
 
+  def test_a_sequence_too_short_for_any_text_is_refused_before_the_run_is_recorded(self):
+    spec, splits = testing.colour_task()
+    model_dir = os.path.join(self.root, "short")
+    with flagsaver.flagsaver():
+      FLAGS(["run_classification.py"])
+      with self.assertRaises(errors.UsageError) as raised:
+        classification.run_task(spec, splits, testing.run_config(max_seq_length=2), model_dir,
+                                progress_bar=False)
+      self.assertEqual(cli.error_report(raised.exception), (2, [
+          "--max_seq_length=2 leaves no room for text beside [CLS] and 1 [SEP]; use at least "
+          "3 (usually 128)."]))
+    self.assertFalse(os.path.exists(model_dir))
+
+  def test_a_split_manifest_that_is_a_folder_is_named_as_one(self):
+    with self.assertRaisesRegex(IsADirectoryError, f"^Split manifest {self.root} is a folder: "
+                                "give the path of a JSON file"):
+      splits_lib.load_split_manifest(self.root)
+
   def test_a_leading_tilde_is_expanded_as_a_shell_does(self):
     with mock.patch.dict(os.environ, HOME=self.root), flagsaver.flagsaver():
-      FLAGS(self.argv + ["--model_dir=~/runs/a", "--delimiter=~"])
+      FLAGS(self.argv + ["--model_dir=~/runs/a", "--delimiter=~", "--methods=adapters",
+                         "--config_file=~/a.yaml", "--config_file=b.yaml"])
       cli.expand_home()
       self.assertEqual(FLAGS.model_dir, os.path.join(self.root, "runs/a"))
       self.assertEqual(FLAGS.delimiter, "~")
+      self.assertEqual(FLAGS.config_file, [os.path.join(self.root, "a.yaml"), "b.yaml"])
+      pairs = flags.FlagValues()
+      flags.DEFINE_list("tasks", None, "Tasks as name=folder.", flag_values=pairs)
+      pairs(["export_multitask.py", "--tasks=reviews=~/runs/reviews,topics=runs/topics"])
+      cli.expand_home(pairs)
+      self.assertEqual(pairs.tasks, [f"reviews={self.root}/runs/reviews", "topics=runs/topics"])
       config = config_definitions.ExperimentConfig.from_settings(
           hub_handle="~/bert", preprocess_handle="~/preprocess")
     self.assertEqual((config.model.hub_handle, config.model.preprocess_handle),
                      (os.path.join(self.root, "bert"), os.path.join(self.root, "preprocess")))
+    with mock.patch.dict(os.environ, HOME=self.root):
+      with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError, re.escape(
+          "No adapter artifact at '~/runs/export/adapters' (its leading ~ is taken literally, "
+          f"as a folder named ~: pass '{self.root}/runs/export/adapters'): adapter_config.json "
+          "is missing.")):
+        keras_adapters.load_task_model("~/runs/export/adapters")
 
   def test_an_error_over_a_progress_bar_starts_a_new_line(self):
     screen = io.StringIO()

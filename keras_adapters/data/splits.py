@@ -267,8 +267,13 @@ def load_split_manifest(path: str) -> SplitManifest:
 
   Raises:
     FileNotFoundError: There is no file at `path`.
+    IsADirectoryError: `path` is a folder.
     ValueError: The file is not a valid split manifest.
   """
+  if tf.io.gfile.isdir(path):
+    raise IsADirectoryError(
+        f"Split manifest {path} is a folder: give the path of a JSON file (a new split is "
+        "written there when it does not exist), e.g. split_manifest=<folder>/split.json.")
   try:
     record = atomic_io.read_json(path)
   except json.JSONDecodeError as e:

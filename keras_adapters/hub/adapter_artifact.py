@@ -124,9 +124,12 @@ def read_adapter_config(directory):
     raise AdapterArtifactError(
         f"{path} is corrupt ({error}); save the adapters again.") from None
   if config is None:
+    tilde = (" (its leading ~ is taken literally, as a folder named ~: pass "
+             f"{os.path.expanduser(os.fspath(directory))!r})"
+             if os.fspath(directory).startswith("~") else "")
     raise AdapterArtifactError(
-        f"No adapter artifact at {directory!r}: {CONFIG_FILE} is missing. Pass a folder "
-        "written by save_adapters().")
+        f"No adapter artifact at {directory!r}{tilde}: {CONFIG_FILE} is missing. Pass a "
+        "folder written by save_adapters().")
   if isinstance(config, dict) and "format_version" not in config and is_adapterhub_folder(
       directory, config):
     raise AdapterArtifactError(

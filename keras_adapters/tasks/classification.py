@@ -73,6 +73,13 @@ class ClassificationTask(base_task.Task):
     check_splits(self.spec, self.splits)
     check_static_batch(self.config, len(self.splits["train"]))
     model, seq_length = self.config.model, self.config.data.max_seq_length
+    # Each text field needs a [SEP], and one token of text at least: refused here, not when
+    # the first batch is packed, with the progress bar on screen.
+    needed = len(self.spec.text_fields) + 2
+    if seq_length < needed:
+      raise errors.UsageError(
+          f"max_seq_length={seq_length} leaves no room for text beside [CLS] and "
+          f"{len(self.spec.text_fields)} [SEP]; use at least {needed} (usually 128).")
     base = self._read_base()
     compatibility.check_seq_length(seq_length, base.config)
     self._preprocessor = compatibility.load_preprocessor(model.preprocess_handle)
