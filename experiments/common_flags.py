@@ -136,6 +136,8 @@ def _flag_value(config_cls, path):
   name = settings.flag_name(_field_at(config_cls, path))
   value = flags.FLAGS[name].value
   annotation = config_definitions.field_type(config_cls, path)
+  if typing.get_origin(annotation) is tuple and typing.get_args(annotation)[0] is str:
+    return list(value)
   if typing.get_origin(annotation) is tuple:
     try:
       return [int(item) for item in value]

@@ -191,6 +191,33 @@ class RunClassificationTest(tf.test.TestCase):
     self.assertIn(table, output)
     self.assertIn(f"Written: {results_dir}/comparison.json", output)
 
+  def test_lora_and_ia3_train_score_and_export(self):
+    """--method=lora trains LoRA (its settings by --lora_* flags) and exports a SavedModel
+    serving strings with LoRA merged into the kernels; --methods=ia3 adds an (IA)³ row."""
+    root = self._new_dir()
+    model_dir = os.path.join(root, "lora")
+    output = self._main(self._argv(model_dir, self.manifest, method="lora", lora_r="2",
+                                   lora_target_modules="query,value,output"))
+    self.assertRegex(output, r"\ntest: accuracy \d+\.\d\d%")
+    with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
+      config = json.load(f)["config"]
+    self.assertEqual((config["method"], config["lora_r"], config["lora_target_modules"]),
+                     ("lora", 2, ["query", "value", "output"]))
+    export_dir = os.path.join(model_dir, "export")
+    served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
+        "serving_default"](review=tf.constant(["w1 w2 w3"]))["probabilities"]
+    self.assertAllClose(tf.reduce_sum(served, axis=1), [1.0], atol=1e-6)
+    with open(os.path.join(export_dir, "adapters", "adapter_config.json"),
+              encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["adapter_config"]["method"], "lora")
+    results_dir = os.path.join(root, "tables")
+    self._main(self._argv(os.path.join(root, "runs"), self.manifest, methods="ia3",
+                          seeds="0", results_dir=results_dir))
+    with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
+      row, = json.load(f)["rows"]
+    self.assertEqual((row["method"], row["config"]["method"], row["config"]["learning_rate"]),
+                     ("ia3", "ia3", 3e-3))
+
   def test_own_data_named_like_a_task_never_touches_its_committed_table(self):
     """The issue's case: `--data_path=<my own>/airline.csv --methods=adapters --seeds=0`
     would write into results/airline/ (the file's stem). Refused before any run trains,
@@ -273,7 +300,7 @@ class RunClassificationTest(tf.test.TestCase):
     model_dir = self._new_dir()
     with self.assertRaisesRegex(flags.IllegalFlagValueError,
                                 r"--methods=\['adapters', 'adaptors'\]: name methods among "
-                                r"adapters, full, layer_norm, top_k"):
+                                r"adapters, full, ia3, layer_norm, lora, top_k"):
       self._main(self._argv(model_dir, self._manifest(), methods="adapters,adaptors",
                             data_path=os.path.join(model_dir, "absent.csv")))
     self.assertEmpty(os.listdir(model_dir))
@@ -300,7 +327,7 @@ class RunClassificationTest(tf.test.TestCase):
                             rerun="full,top_k", data_path=absent))
     with self.assertRaisesRegex(flags.IllegalFlagValueError,
                                 r"--rerun=\['adaptors'\]: name methods among adapters, full, "
-                                r"layer_norm, top_k, e.g. --rerun=adapters,full\."):
+                                r"ia3, layer_norm, lora, top_k, e.g. --rerun=adapters,full\."):
       self._main(self._argv(model_dir, self._manifest(), methods="adapters",
                             rerun="adaptors", data_path=absent))
     self.assertEmpty(os.listdir(model_dir))

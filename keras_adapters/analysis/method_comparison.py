@@ -24,10 +24,13 @@ _BUDGET = ("epochs", "max_seq_length", "batch_size")
 # The methods of the paper's comparison as settings overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
 METHODS = {
-    "adapters": dict(tuning="adapters", adapter_size=64, learning_rate=1e-3),
-    "full": dict(tuning="full", learning_rate=5e-5),
-    "top_k": dict(tuning="top_k", learning_rate=1e-4),
-    "layer_norm": dict(tuning="layer_norm", learning_rate=3e-3),
+    "adapters": dict(method="adapters", tuning="adapters", adapter_size=64, learning_rate=1e-3),
+    "full": dict(method="adapters", tuning="full", learning_rate=5e-5),
+    "top_k": dict(method="adapters", tuning="top_k", learning_rate=1e-4),
+    "layer_norm": dict(method="adapters", tuning="layer_norm", learning_rate=3e-3),
+    # LoRA at the adapters' rate; (IA)³ scales, like LayerNorms, want a larger one.
+    "lora": dict(method="lora", learning_rate=1e-3),
+    "ia3": dict(method="ia3", learning_rate=3e-3),
 }
 
 

@@ -1,8 +1,10 @@
 """The experiment config tree: what one run is, each setting defined once.
 
   ExperimentConfig
-  ├── model: ModelConfig        hub_handle, preprocess_handle, pooling,
-  │   └── adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
+  ├── model: ModelConfig        hub_handle, preprocess_handle, pooling, method,
+  │   ├── adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
+  │   ├── lora: LoRAConfig         lora_r, lora_alpha, lora_target_modules, ...
+  │   └── ia3: IA3Config           ia3_target_modules, ia3_feedforward_modules, ...
   ├── data: DataConfig          max_seq_length
   ├── trainer: TrainerConfig    learning_rate, epochs, batch_size, seed, weight_decay, ...
   └── runtime: RuntimeConfig    strategy, tpu, mixed_precision, jit_compile
@@ -13,8 +15,9 @@ Model Garden's `params_dict`). Every leaf is a `settings.setting` carrying its h
 flag name is unique across the tree, so the same name is the command-line flag
 (`--learning_rate`), the key in a run's record (`run.json`) and the keyword of
 `ExperimentConfig.from_settings` and `replace`. Each section checks its values when made: a bad
-one is a `UsageError` naming the setting. The adapter section is the library's
-`AdapterConfig` itself, handed unchanged to `AdaptedBert`.
+one is a `UsageError` naming the setting. The adapter, lora and ia3 sections are the
+library's `AdapterConfig`, `LoRAConfig` and `IA3Config` themselves; `model.method` picks the
+one handed unchanged to `AdaptedBert` (`ModelConfig.set_config`).
 """
 
 import dataclasses
@@ -27,6 +30,9 @@ import tensorflow as tf
 import yaml
 
 from keras_adapters.hub import compatibility
+from keras_adapters.methods import registry
+from keras_adapters.methods.ia3 import IA3Config
+from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.models import classifier
 from keras_adapters.training import distribution
@@ -38,6 +44,12 @@ from keras_adapters.utils import settings
 
 setting = settings.setting
 AdapterConfig = adapter_config_lib.AdapterConfig
+# The library's own configs, which check their values themselves.
+LIBRARY_CONFIGS = (AdapterConfig,) + registry.config_classes()
+# What a task can train: the bottleneck adapters (with the paper's baselines by `tuning`) or
+# a registered method, each with its section of the same name (`lora`, `ia3`).
+ADAPTERS_METHOD = "adapters"
+METHODS = (ADAPTERS_METHOD,) + registry.names()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +65,18 @@ class ModelConfig:
       "sentence-embedding encoder was trained to produce; its pooler never was) or cls "
       "(BERT's pooled_output, the paper's head for BERT). Not used by the SQuAD span head.",
       choices=classifier.POOLINGS)
+  method: str = setting(
+      ADAPTERS_METHOD, "What a task trains in the frozen base: adapters (bottleneck adapters, "
+      "or the paper's baselines by --tuning), lora or ia3 (their settings: --lora_*, --ia3_*).",
+      choices=METHODS)
   adapter: AdapterConfig = dataclasses.field(default_factory=AdapterConfig)
+  lora: LoRAConfig = dataclasses.field(default_factory=LoRAConfig)
+  ia3: IA3Config = dataclasses.field(default_factory=IA3Config)
+
+  @property
+  def set_config(self):
+    """The config of what the task trains, handed to `AdaptedBert(adapter_config=...)`."""
+    return self.adapter if self.method == ADAPTERS_METHOD else getattr(self, self.method)
 
   def __post_init__(self):
     for name in ("hub_handle", "preprocess_handle"):
@@ -64,6 +87,11 @@ class ModelConfig:
         # `--hub_handle=~/models/bert`: the shell leaves a `~` after `=` as it is.
         object.__setattr__(self, name, os.path.expanduser(value))
     settings.check_choice("pooling", self.pooling, classifier.POOLINGS)
+    settings.check_choice("method", self.method, METHODS)
+    if self.method != ADAPTERS_METHOD and self.adapter.tuning != "adapters":
+      raise errors.UsageError(
+          f"method={self.method!r} with tuning={self.adapter.tuning!r}: tuning picks the "
+          "paper's baselines of method=adapters; leave it at 'adapters' with another method.")
     if not isinstance(self.adapter, AdapterConfig):
       raise errors.UsageError(f"adapter={self.adapter!r}: give an AdapterConfig.")
     if self.adapter.tuning == "adapters" and self.adapter.adapter_size is None:
@@ -406,29 +434,30 @@ def _build(config_cls, values, path):
     raise errors.UsageError(f"Unknown settings {unknown} in {where}; it has {names}.")
   arguments = {}
   for name, value in values.items():
-    if config_cls is AdapterConfig:
-      arguments[name] = tuple(value) if name == "leave_out" else value
+    if config_cls in LIBRARY_CONFIGS:
+      arguments[name] = tuple(value) if isinstance(value, list) else value
     elif dataclasses.is_dataclass(hints[name]):
       arguments[name] = _build(hints[name], value, path + (name,))
     else:
       arguments[name] = value
-  if config_cls is AdapterConfig:
+  if config_cls in LIBRARY_CONFIGS:
     try:
-      return AdapterConfig(**arguments)
+      return config_cls(**arguments)
     except (TypeError, ValueError) as e:
-      raise errors.UsageError(_named_as_its_setting(str(e), arguments)) from None
+      raise errors.UsageError(_named_as_its_setting(str(e), arguments, config_cls,
+                                                    path)) from None
   if config_cls is ExperimentConfig and "model" not in arguments:
     arguments["model"] = _build(ModelConfig, {}, ("model",))
   return config_cls(**arguments)
 
 
-def _named_as_its_setting(message, arguments):
-  """`AdapterConfig`'s message about one of its fields, led by that setting as it was given
+def _named_as_its_setting(message, arguments, config_cls, path):
+  """A library config's message about one of its fields, led by that setting as it was given
   (`adapter_init_stddev=-0.5: init_stddev must be ...`), the way the other sections name it."""
-  for field in dataclasses.fields(AdapterConfig):
+  for field in dataclasses.fields(config_cls):
     if message.startswith(f"{field.name} ") and field.name in arguments:
       return f"{settings.flag_name(field)}={arguments[field.name]!r}: {message}"
-  return f"{message} (in model.adapter)"
+  return f"{message} (in {'.'.join(path)})"
 
 
 def _as_dict(config):

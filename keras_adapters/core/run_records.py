@@ -26,13 +26,15 @@ RESULTS_FILE = "results.json"
 SESSIONS_FILE = "sessions.json"
 
 # Settings added after runs were first recorded, with the value every run recorded before
-# them had: the precision and XLA settings, and the adapter fields that had no flag of their
-# own (a record then held them, when not the defaults, under `adapter_config`).
+# them had: the precision and XLA settings, the adapter fields that had no flag of their
+# own (a record then held them, when not the defaults, under `adapter_config`), and the
+# method (every earlier run trained adapters or a baseline) with the other methods' defaults.
 _SETTINGS_ADDED_LATER = dict(
-    mixed_precision="float32", jit_compile=False,
-    **{settings.flag_name(field): value
-       for path, field in config_definitions.leaves(adapter_config.AdapterConfig)
-       for value in [adapter_config.AdapterConfig().to_dict()[path[-1]]]})
+    mixed_precision="float32", jit_compile=False, method=config_definitions.ADAPTERS_METHOD,
+    **{settings.flag_name(field): list(value) if isinstance(value, tuple) else value
+       for config_cls in config_definitions.LIBRARY_CONFIGS
+       for path, field in config_definitions.leaves(config_cls)
+       for value in [getattr(config_cls(), path[-1])]})
 
 
 class RunSettingsError(errors.UsageError):
