@@ -5,6 +5,7 @@ AdapterHub's own artifacts (the fixtures) run on the embedded default base; the 
 serving of every placement runs on the tiny random encoder of `keras_adapters.hub.testing`.
 """
 
+import json
 import os
 
 from absl import app
@@ -21,6 +22,7 @@ from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
 from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import peft
 from keras_adapters.layers import testing
 from keras_adapters.models import saving
 
@@ -30,6 +32,15 @@ FLAGS = flags.FLAGS
 def _convert(**flag_values):
   with flagsaver.flagsaver(**flag_values):
     convert_adapterhub.main(["convert_adapterhub"])
+
+
+def _reference(fixture_dir):
+  """A fixture's token ids and the logits the PyTorch library computed for them."""
+  with open(os.path.join(fixture_dir, "reference_logits.json"), encoding="utf-8") as file:
+    reference = json.load(file)
+  return ({key: tf.constant(reference[key], tf.int32)
+           for key in ("input_word_ids", "input_mask", "input_type_ids")},
+          np.array(reference["logits"], np.float32))
 
 
 class ConvertAdapterHubTest(tf.test.TestCase):
@@ -56,6 +67,32 @@ class ConvertAdapterHubTest(tf.test.TestCase):
           self.assertCountEqual(ours, theirs)
           for key, value in theirs.items():
             self.assertAllEqual(ours[key], value, msg=key)
+
+  def test_lora_ia3_and_peft_fixtures_convert_both_ways_exactly(self):
+    """AdapterHub's LoRA and (IA)³ artifacts and peft's LoRA artifact become artifacts whose
+    task models give the PyTorch library's logits (to 1e-5), and convert back to the same
+    tensors."""
+    peft_fixture = os.path.join(os.path.dirname(adapterhub_test.FIXTURES), "peft", "lora")
+    cases = [("lora", os.path.join(adapterhub_test.FIXTURES, "lora"), "adapterhub",
+              adapterhub.WEIGHTS_FILE),
+             ("ia3", os.path.join(adapterhub_test.FIXTURES, "ia3"), "adapterhub",
+              adapterhub.WEIGHTS_FILE),
+             ("peft", peft_fixture, "peft", peft.WEIGHTS_FILE)]
+    for name, source, library, weights_file in cases:
+      root = self.create_tempdir().full_path
+      artifact = os.path.join(root, "artifact")
+      _convert(**{f"from_{library}": source, "to_artifact": artifact})
+      model = saving.load_task_model(artifact)
+      inputs, expected = _reference(source)
+      self.assertLess(np.abs(model(inputs, training=False).numpy() - expected).max(), 1e-5,
+                      msg=name)
+      back = os.path.join(root, "back")
+      _convert(**{"from_artifact": artifact, f"to_{library}": back})
+      ours = safetensors_numpy.load_file(os.path.join(back, weights_file))
+      theirs = safetensors_numpy.load_file(os.path.join(source, weights_file))
+      self.assertCountEqual(ours, theirs, msg=name)
+      for key, value in theirs.items():
+        self.assertAllEqual(ours[key], value, msg=key)
 
   def test_placements_serve_through_one_multitask_savedmodel(self):
     """A task per placement (AdapterHub's three presets and the combinations that set every
@@ -89,8 +126,11 @@ class ConvertAdapterHubTest(tf.test.TestCase):
                           msg=name)
 
   def test_one_conversion_must_be_given(self):
-    with self.assertRaisesRegex(app.UsageError, "Give one conversion"):
-      _convert(from_adapterhub="somewhere")
+    for flag_values in (dict(from_adapterhub="somewhere"),
+                        dict(from_peft="a", from_adapterhub="b", to_artifact="c"),
+                        dict(from_artifact="a", to_peft="b", to_adapterhub="c")):
+      with self.assertRaisesRegex(app.UsageError, "Give one conversion"):
+        _convert(**flag_values)
 
 
 if __name__ == "__main__":
