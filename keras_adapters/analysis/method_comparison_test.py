@@ -72,13 +72,18 @@ class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
   def test_overrides_follow_methods(self, method):
     """Each method's tuning and learning rate come from METHODS; the rest of the base stays."""
     config = method_comparison.method_config(_base_config(), method, num_layers=6)
-    self.assertEqual(config.model.adapter.tuning, method_comparison.METHODS[method]["tuning"])
+    overrides = method_comparison.METHODS[method]
+    self.assertEqual(config.model.method, overrides["method"])
+    self.assertEqual(config.model.adapter.tuning, overrides.get("tuning", "adapters"))
     self.assertEqual(config.trainer.learning_rate,
                      method_comparison.METHODS[method]["learning_rate"])
     self.assertEqual((config.trainer.epochs, config.trainer.batch_size,
                       config.data.max_seq_length), (2.0, 8, 16))
-    # Only adapter runs carry an adapter size; baselines have none.
-    self.assertEqual(config.model.adapter.adapter_size, 64 if method == "adapters" else None)
+    # Only adapter runs carry an adapter size; baselines have none (LoRA and (IA)³ leave the
+    # adapter section unused).
+    if config.model.method == "adapters":
+      self.assertEqual(config.model.adapter.adapter_size,
+                       64 if method == "adapters" else None)
 
   @parameterized.parameters((12, None, 6), (6, None, 3), (3, None, 1), (1, None, 1),
                             (12, 2, 2))
@@ -370,7 +375,8 @@ class CompareMethodsTest(tf.test.TestCase):
                              lambda examples: fingerprints[id(examples)]):
         summary = method_comparison.compare_methods(
             dataclasses.replace(_SPEC, name=task), splits, base,
-            list(method_comparison.METHODS), [0, 1, 2], self.create_tempdir().full_path,
+            [row["method"] for row in table["rows"] if row["method"] in method_comparison.METHODS],
+            [0, 1, 2], self.create_tempdir().full_path,
             results_dir, 6, run_fn=must_not_run)
       self.assertEqual(_without_provenance(summary)["rows"],
                        _without_provenance(table)["rows"], task)

@@ -27,7 +27,7 @@ from keras_adapters.utils import atomic_io
 
 BERT_METHODS = tuple(method_comparison.METHODS)
 # The methods whose tasks share one copy of the base.
-SHARED_BASE_METHODS = ("adapters", "layer_norm", "top_k")
+SHARED_BASE_METHODS = ("adapters", "layer_norm", "top_k", "lora", "ia3")
 COMPARISON_FILE = method_comparison.COMPARISON_FILE
 SUITE_JSON = "suite.json"
 SUITE_MARKDOWN = "suite.md"

@@ -30,11 +30,13 @@ _COMPARISONS = dict(
         _row("full", [81.0, 83.0, 85.0], 19_900_000),
         _row("top_k", [79.0, 80.0, 81.0], 5_000_000),
         _row("layer_norm", [70.0, 70.0, 70.0], 10_000),
+        _row("lora", [81.0, 81.0, 84.0], 160_000), _row("ia3", [75.0, 76.0, 77.0], 30_000),
         _row("tfidf_logreg", [60.0], 16_000, percent=False)]),
     beta=_comparison("beta", [
         _row("adapters", [90.0, 91.0, 92.0], 700_000),
         _row("full", [95.0, 95.0, 95.0], 19_900_500),
-        _row("top_k", [94.0, 96.0], 5_000_500), _row("layer_norm", [88.0, 89.0, 90.0], 10_500)],
+        _row("top_k", [94.0, 96.0], 5_000_500), _row("layer_norm", [88.0, 89.0, 90.0], 10_500),
+        _row("lora", [90.0, 92.0, 94.0], 160_500), _row("ia3", [85.0, 86.0, 87.0], 30_500)],
         train_examples=1500, max_seq_length=64))
 
 
@@ -57,7 +59,7 @@ class BuildSuiteTest(tf.test.TestCase):
     self.assertAlmostEqual(average["top_k"]["mean"], (80.0 + 95.0) / 2)
     self.assertEqual(average["tfidf_logreg"], dict(mean=60.0, tasks=1))
     self.assertEqual(self.suite["methods"],
-                     ["adapters", "full", "top_k", "layer_norm", "tfidf_logreg"])
+                     ["adapters", "full", "top_k", "layer_norm", "lora", "ia3", "tfidf_logreg"])
 
   def test_parameters_for_serving_every_task(self):
     self.assertEqual(self.suite["base_parameters"], _BASE)
@@ -84,13 +86,14 @@ class BuildSuiteTest(tf.test.TestCase):
   def test_markdown(self):
     table = suite.markdown_table(self.suite)
     self.assertIn("| alpha | accuracy | 2,000 | 2 | 128 | 82.00 ± 1.15 | 83.00 ± 1.15 | 80.00 ± 0.58 "
-                  "| 70.00 ± 0.00 | 60.00 (1) |", table)
+                  "| 70.00 ± 0.00 | 82.00 ± 1.00 | 76.00 ± 0.58 | 60.00 (1) |", table)
     self.assertIn("| beta | accuracy | 1,500 | 2 | 64 | 91.00 ± 0.58 | 95.00 ± 0.00 | "
-                  "95.00 ± 1.00 (2) | 89.00 ± 0.58 | – |", table)
-    self.assertIn("| average | | | | | 86.50 | 89.00 | 87.50 | 79.50 | 60.00 (1 of 2 tasks) |",
-                  table)
+                  "95.00 ± 1.00 (2) | 89.00 ± 0.58 | 92.00 ± 1.15 | 86.00 ± 0.58 | – |", table)
+    self.assertIn("| average | | | | | 86.50 | 89.00 | 87.50 | 79.50 | 87.00 | 81.00 | "
+                  "60.00 (1 of 2 tasks) |", table)
     self.assertIn("| total params, 2 tasks | | | | | 1.06× (21.3M) | 1.99× (39.8M) | "
-                  "1.50× (30.0M) | 1.00× (20.0M) | 0.00× (0.0M) (1 of 2 tasks) |", table)
+                  "1.50× (30.0M) | 1.00× (20.0M) | 1.02× (20.3M) | 1.00× (20.1M) | "
+                  "0.00× (0.0M) (1 of 2 tasks) |", table)
 
   def test_different_bases_are_refused(self):
     other = _comparison("gamma", [_row("adapters", [1.0], 600_000)])
