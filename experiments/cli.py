@@ -6,11 +6,15 @@ Import this module before TensorFlow loads. `run(main)` replaces `absl.app.run(m
   functions", fingerprints) are hidden, so that a run shows its own progress, log lines and
   results;
 * an error in the user's hands (a flag absl cannot parse, a bad value, a missing file, a
-  folder that cannot be written, no TPU: the library's `errors.UsageError`) ends the script
-  with one line, `script.py: error: <message>`, and exit status 2; a run that fails
-  (training diverged, a disk error: `errors.RunFailedError`, `OSError`) ends the same way,
-  then a line pointing to `--verbose`, with status 1; anything else is a bug in this
-  project, said so, with status 1. The library names its arguments (`strategy='tpu'`,
+  config file that is not YAML, a bad TF_CONFIG, a URL TensorFlow cannot read, a folder that
+  cannot be written, no TPU: the library's `errors.UsageError`) ends the script with one
+  line, `script.py: error: <message>`, and exit status 2; a run that fails (training
+  diverged, a disk error, Cloud Storage that cannot be reached: `errors.RunFailedError`,
+  `OSError`) ends the same way, then a line pointing to `--verbose`, with status 1; anything
+  else is a bug in this project, said so, with status 1. The line starts on a line of its
+  own even over a progress bar. Before `main` runs, every output folder flag
+  (`OUTPUT_DIR_FLAGS`) that cannot be used is refused, and a leading `~` of a flag's path is
+  expanded, as a shell does. The library names its arguments (`strategy='tpu'`,
   `drop_empty=True`, `encoding=("utf-8", "latin-1")`); the message names the script's flags
   instead, as they are typed (`--strategy='tpu'`, `--drop_empty`,
   `--encoding=utf-8,latin-1`);
@@ -49,7 +53,7 @@ FLAGS = flags.FLAGS
 # `tf.io.gfile` (any file system, `gs://` too), which raises TensorFlow's errors, not OSError.
 _USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundError,
                  FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
-                 tf.errors.PermissionDeniedError, tf.errors.NotFoundError)
+                 tf.errors.PermissionDeniedError)
 # A run that failed with valid settings: a disk or network error, no memory left.
 _RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError, tf.errors.UnavailableError,
                  tf.errors.DeadlineExceededError, tf.errors.DataLossError)
