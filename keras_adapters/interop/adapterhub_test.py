@@ -51,6 +51,23 @@ def random_task_model(handle, options, *, pooling="first_token", hidden_layers=1
   return model
 
 
+def random_method_model(handle, config, *, pooling="first_token", hidden_layers=1, seed=0,
+                        std=0.3):
+  """A task model of a `LoRAConfig` or `IA3Config` whose LoRA factors (B not zero), (IA)^3
+  scales (1 + noise, not one) and head are random; the base's LayerNorms stay the base's."""
+  keras.utils.set_random_seed(seed)
+  bert = adapted_bert.AdaptedBert(handle, adapter_config=config, adapter_name="task")
+  model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
+                                      hidden_activation="tanh")
+  norms = {id(v) for k, v in bert.adapter_weights().items() if adapter_set.is_base_layer_norm(k)}
+  rng = np.random.default_rng(seed)
+  for variable in model.trainable_variables:
+    if id(variable) not in norms:
+      noise = rng.normal(scale=std, size=variable.shape)
+      variable.assign(1 + noise if "/ia3/scale" in variable.name else noise)
+  return model
+
+
 def tiny_inputs():
   ids = tf.constant([[2, 5, 7, 9, 3, 0], [2, 11, 3, 0, 0, 0]])
   return dict(input_word_ids=ids, input_mask=tf.cast(ids > 0, tf.int32),
@@ -110,6 +127,57 @@ class FixtureTest(tf.test.TestCase, parameterized.TestCase):
          adapterhub.HEAD_WEIGHTS_FILE], tf.io.gfile.listdir(written))
     self.assertAllClose(adapterhub.load_adapterhub(written)(inputs, training=False),
                         model(inputs, training=False), atol=1e-6, rtol=0)
+
+
+class LoRAFamilyFixtureTest(tf.test.TestCase, parameterized.TestCase):
+  """AdapterHub's own LoRAConfig and IA3Config artifacts on the embedded default base, each
+  loaded once."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.models = {fixture: adapterhub.load_adapterhub(os.path.join(FIXTURES, fixture))
+                  for fixture in ("lora", "ia3")}
+
+  @parameterized.named_parameters(
+      ("lora", "lora", "LoRAConfig", dict(r=8, alpha=8, use_rslora=False,
+                                          target_modules=("query", "value"), leave_out=())),
+      ("ia3", "ia3", "IA3Config", dict(target_modules=("key", "value", "intermediate"),
+                                       feedforward_modules=(), leave_out=())))
+  def test_reproduces_adapterhubs_logits(self, fixture, config_type, fields):
+    model = self.models[fixture]
+    inputs, expected = reference_inputs(fixture)
+    difference = np.abs(model(inputs, training=False).numpy() - expected).max()
+    self.assertLess(difference, 1e-5)
+    bert = saving.the_adapted_bert(model)
+    config = bert.adapter_configs[f"ah_{fixture}"]
+    self.assertEqual(type(config).__name__, config_type)
+    self.assertEqual({field: getattr(config, field) for field in fields}, fields)
+    self.assertEqual(model.head_config.label_names, ("LABEL_0", "LABEL_1", "LABEL_2"))
+
+  @parameterized.named_parameters(("lora", "lora"), ("ia3", "ia3"))
+  def test_re_export_writes_adapterhubs_files(self, fixture):
+    """The imported LoRA or (IA)^3 model saves as the tensors AdapterHub wrote (names,
+    layouts, values, bit for bit) and the config values it recorded."""
+    directory = adapterhub.save_adapterhub(
+        self.models[fixture], os.path.join(self.create_tempdir().full_path, "out"))
+    original = os.path.join(FIXTURES, fixture)
+    for filename in (adapterhub.WEIGHTS_FILE, adapterhub.HEAD_WEIGHTS_FILE):
+      ours = safetensors_numpy.load_file(os.path.join(directory, filename))
+      theirs = safetensors_numpy.load_file(os.path.join(original, filename))
+      self.assertCountEqual(ours, theirs)
+      for key, value in theirs.items():
+        self.assertEqual(ours[key].dtype, value.dtype, msg=key)
+        self.assertAllEqual(ours[key], value, msg=key)
+    for filename in (adapterhub.CONFIG_FILE, adapterhub.HEAD_CONFIG_FILE):
+      with open(os.path.join(directory, filename), encoding="utf-8") as file:
+        ours = json.load(file)
+      with open(os.path.join(original, filename), encoding="utf-8") as file:
+        theirs = json.load(file)
+      if filename == adapterhub.HEAD_CONFIG_FILE:
+        # AdapterHub's null dropout_prob is the base's hidden dropout, 0.1.
+        theirs["config"]["dropout_prob"] = 0.1
+      self.assertEqual(ours, theirs)
 
 
 class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
@@ -191,7 +259,9 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("compacter", lambda m: m["config"].update(phm_layer=True), "phm_layer=True"),
       ("invertible", lambda m: m["config"].update(inv_adapter="nice"), "inv_adapter='nice'"),
-      ("lora", lambda m: m.update(config=dict(architecture="lora", r=8, alpha=8)), "'lora'"),
+      # LoRA is read now (adapterhub_lora); AdapterHub's ConfigUnion is not.
+      ("config_union", lambda m: m.update(config=dict(architecture="union", configs=[])),
+       "'union'"),
       ("prefix", lambda m: m.update(config=dict(architecture="prefix_tuning")),
        "'prefix_tuning'"),
       ("learned_scaling", lambda m: m["config"].update(scaling="learned"), "scaling='learned'"),

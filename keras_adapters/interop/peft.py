@@ -16,6 +16,7 @@ carry LoRA is read from the tensors and checked against the config. Other peft t
 options that change what the model computes are refused, naming the option.
 """
 
+import dataclasses
 import os
 import re
 
@@ -24,6 +25,7 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from keras_adapters.hub import default_model
+from keras_adapters.hub import hub_encoder
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -79,13 +81,11 @@ def load_peft(directory, base_handle=None):
   directory = os.fspath(directory)
   meta = _read_config(directory)
   tensors = _read_tensors(directory)
-  config = _lora_config(meta, tensors, directory)
-  bert = adapted_bert.AdaptedBert(_base_handle(meta, base_handle, directory),
-                                  adapter_config=config)
-  missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
-  if missing:
-    raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
-                    "peft model with modules_to_save=['classifier'] (task_type='SEQ_CLS' does).")
+  handle = _base_handle(meta, base_handle, directory)
+  # Read once: AdaptedBert reads the same base from the cache of read_hub_encoder.
+  config = _lora_config(meta, tensors, directory,
+                        lambda: hub_encoder.read_hub_encoder(handle).config["num_layers"])
+  bert = adapted_bert.AdaptedBert(handle, adapter_config=config)
   num_labels = tensors[_PREFIX + "classifier.bias"].shape[0]
   model = classifier.build_classifier(bert, num_labels, pooling="cls")
   names = _peft_names(model)
@@ -160,8 +160,9 @@ def _peft_names(model):
   return names
 
 
-def _lora_config(meta, tensors, directory):
-  """The `LoRAConfig` of a peft config, with the wrapped modules read from the tensors."""
+def _lora_config(meta, tensors, directory, base_layers):
+  """The `LoRAConfig` of a peft config, with the wrapped modules read from the tensors and
+  checked against the config; `base_layers()` is the base's number of layers (asked last)."""
   if meta.get("peft_type") != "LORA":
     raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; LoRA "
                     "(peft_type 'LORA') is supported here.")
@@ -172,8 +173,12 @@ def _lora_config(meta, tensors, directory):
     if meta.get(option, plain) not in (plain, None) or (plain is None and meta.get(option)):
       raise PeftError(f"The adapter uses peft's {option}={meta[option]!r}, which this library "
                       f"does not implement; convert a plain LoRA adapter ({option}={plain!r}).")
+  missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
+  if missing:
+    raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
+                    "peft model with modules_to_save=['classifier'] (task_type='SEQ_CLS' does).")
   layers = {}
-  for name in tensors:
+  for name in sorted(tensors):
     match = _LORA_TENSOR.fullmatch(name)
     if match:
       layer, module, _ = match.groups()
@@ -181,6 +186,12 @@ def _lora_config(meta, tensors, directory):
       if target is None:
         raise PeftError(f"{name!r}: LoRA on BERT's {module!r} has no equivalent here (the "
                         f"encoder blocks' {sorted(_MODULES.values())} do).")
+      if not _peft_targets(meta, f"bert.encoder.layer.{layer}.{module}", int(layer)):
+        raise PeftError(
+            f"{directory!r} holds {name!r}, but its config's target_modules="
+            f"{meta.get('target_modules')!r} (layers_to_transform="
+            f"{meta.get('layers_to_transform')!r}) does not wrap that module: peft would "
+            "ignore the tensor. Save the adapter again with peft.")
       layers.setdefault(int(layer), set()).add(target)
     elif not name.startswith(_PREFIX + "classifier."):
       raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
@@ -191,16 +202,45 @@ def _lora_config(meta, tensors, directory):
     raise PeftError(f"{directory!r} has LoRA on {sorted(targets) or 'no module'}"
                     + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
                     + "; this library applies one set of target modules to every layer.")
-  num_layers = max(layers) + 1
   try:
-    return LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
-                      use_rslora=bool(meta.get("use_rslora", False)),
-                      dropout=meta.get("lora_dropout", 0.0), target_modules=tuple(targets),
-                      leave_out=tuple(i for i in range(num_layers) if i not in layers),
-                      init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
-                      else "lora")
+    config = LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
+                        use_rslora=bool(meta.get("use_rslora", False)),
+                        dropout=meta.get("lora_dropout", 0.0), target_modules=tuple(targets),
+                        init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
+                        else "lora")
   except (KeyError, ValueError) as error:
     raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
+  # The layers without LoRA tensors, the last ones too: the base says how many it has.
+  num_layers = base_layers()
+  if max(layers) >= num_layers:
+    raise PeftError(f"{directory!r} has LoRA in layer {max(layers)}; the base has "
+                    f"{num_layers} layers. Pass its own base as base_handle.")
+  return dataclasses.replace(
+      config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
+
+
+def _peft_targets(meta, module, layer):
+  """Whether peft's config wraps `module` (a full name, `bert.encoder.layer.3.output.dense`)
+  of block `layer`, as peft's `check_target_module_exists` decides: `exclude_modules` and
+  `target_modules` as a regex matched whole or as names matched by their last parts, and
+  then `layers_to_transform`."""
+  excluded = meta.get("exclude_modules")
+  if isinstance(excluded, str) and re.fullmatch(excluded, module) or (
+      isinstance(excluded, list) and any(module == e or module.endswith("." + e)
+                                         for e in excluded)):
+    return False
+  targets = meta.get("target_modules")
+  if isinstance(targets, str):
+    return re.fullmatch(targets, module) is not None
+  targets = targets or ()
+  if module in targets:
+    return True
+  if not any(module.endswith("." + t) for t in targets):
+    return False
+  kept = meta.get("layers_to_transform")
+  if kept is None or kept == []:
+    return True
+  return layer in ([kept] if isinstance(kept, int) else kept)
 
 
 def _peft_config(config, num_layers, base_name):
