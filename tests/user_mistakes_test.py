@@ -108,9 +108,10 @@ class UserMistakesTest(tf.test.TestCase):
       with mock.patch.dict(os.environ, TF_CONFIG=value):
         self.assertEqual(self.error("--strategy=multi_worker_mirrored"),
                          (2, [f"{lead.format(value)} {problem}{example}"]))
-    with mock.patch.dict(os.environ, TF_CONFIG='{"cluster": {"worker": ["a:1"]}, '
-                         '"task": {"type": "worker", "index": 0}}'):
-      distribution.check_tf_config()  # A valid one passes.
+    for task in ('{"type": "worker", "index": 0}', '{"type": "evaluator", "index": 0}'):
+      with mock.patch.dict(os.environ, TF_CONFIG='{"cluster": {"worker": ["a:1"]}, '
+                           f'"task": {task}}}'):
+        distribution.check_tf_config()  # A valid one passes, a side-car evaluator's too.
 
   def test_a_url_tensorflow_cannot_read_says_to_download_the_file(self):
     url = "https://example.com/reviews.csv"

@@ -111,8 +111,10 @@ def check_tf_config(strategy: str = "multi_worker_mirrored") -> None:
       isinstance(hosts, list) for hosts in cluster.values()):
     raise errors.UsageError(f"{lead} has a 'cluster' that is not an object of job names and "
                             f"address lists: {example}.")
-  if not isinstance(task, dict) or task.get("type") not in cluster or not isinstance(
-      task.get("index"), int) or not 0 <= task["index"] < len(cluster[task["type"]]):
+  # TensorFlow's side-car evaluator is the one task outside the cluster.
+  if not isinstance(task, dict) or (task.get("type") != "evaluator" and (
+      task.get("type") not in cluster or not isinstance(task.get("index"), int)
+      or not 0 <= task["index"] < len(cluster[task["type"]]))):
     raise errors.UsageError(f"{lead} has a 'task' that names no job and index of its "
                             f"'cluster' (give {{\"type\": \"worker\", \"index\": 0}} for "
                             f"the first worker): {example}.")
