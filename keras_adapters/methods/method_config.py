@@ -2,6 +2,7 @@
 the encoder builds their layers from."""
 
 import dataclasses
+import math
 import numbers
 
 from keras_adapters.methods import projection_delta
@@ -86,11 +87,12 @@ class MethodConfig:
 
 
 def check_number(name, value, *, positive=False, below=None):
-  """Raises a `ValueError` naming `name` unless `value` is a real number in range."""
+  """Raises a `ValueError` naming `name` unless `value` is a finite real number in range."""
   if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+      or not math.isfinite(value)
       or (positive and value <= 0) or (not positive and value < 0)
       or (below is not None and value >= below)):
     bound = "> 0" if positive else ">= 0"
-    raise ValueError(f"{name} must be a number {bound}"
+    raise ValueError(f"{name} must be a finite number {bound}"
                      + (f" and below {below}" if below is not None else "")
                      + f", got {value!r}.")

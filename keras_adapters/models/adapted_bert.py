@@ -246,9 +246,11 @@ class AdaptedBert(keras.layers.Layer):
     """Removes the set `name`; if it was active, the first remaining set becomes active."""
     self._check_exists(name)
     if name == self._own_adapter_name:
-      # The encoder's own set: its blocks keep no adapters and their LayerNorms the base's.
+      # The encoder's own set: its blocks keep no adapters, no changes to their projections
+      # (LoRA, (IA)^3) and their LayerNorms the base's.
       for block in self.encoder.transformer_layers:
         block.attention_adapter = block.feedforward_adapter = None
+        block.deltas = {}
       own = adapter_set_lib.adapter_weights_by_key(self.encoder.own_adapters())
       for key, value in self._base_layer_norms.items():
         own[key].assign(value)
@@ -283,6 +285,8 @@ class AdaptedBert(keras.layers.Layer):
       for index in layers:
         block = self.encoder.transformer_layers[index]
         block.attention_adapter = block.feedforward_adapter = None
+        # A LoRA or (IA)^3 set's config leaves the blocks out of its projections too.
+        block.deltas = {}
     else:
       self._adapter_sets[name].drop_adapters(layers)
     config = self._adapter_configs[name]

@@ -1,5 +1,6 @@
 """Tests for AdaptedBert: a TF Hub BERT encoder rebuilt with adapters."""
 
+import json
 import os
 
 from absl.testing import parameterized
@@ -11,9 +12,13 @@ import tf_keras as keras
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
+from keras_adapters.methods.ia3 import config as ia3_config
+from keras_adapters.methods.lora import config as lora_config
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
+from keras_adapters.models import merging
+from keras_adapters.models import saving
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import precision
 
@@ -415,6 +420,241 @@ class NamedAdaptersTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(self._sequence(restored, adapter_name="b"), expected["b"], atol=1e-6)
     with self.assertRaisesRegex(ValueError, r"layers \[5\] do not exist"):
       layer.drop_adapters([5])
+
+
+def _canonical_names(variables):
+  return sorted(adapted_bert_encoder.canonical_variable_name(v.name) for v in variables)
+
+
+def _layer_norm_names():
+  """The canonical names of the base's LayerNorm variables, the embedding one included."""
+  return sorted([f"embeddings/layer_norm/{w}" for w in ("gamma", "beta")] + [
+      f"transformer/layer_{i}/{norm}/{w}" for i in range(_NUM_LAYERS)
+      for norm in ("self_attention_layer_norm", "output_layer_norm") for w in ("gamma", "beta")])
+
+
+def _move(layers, seed, scale=0.3):
+  """Moves every weight of `layers` away from its initial value, as training would."""
+  rng = np.random.default_rng(seed)
+  for layer in layers:
+    for weight in layer.weights:
+      weight.assign(weight + rng.normal(scale=scale, size=weight.shape))
+
+
+class MethodConfigTest(tf.test.TestCase, parameterized.TestCase):
+  """AdaptedBert with a LoRA or (IA)^3 set (LoRAConfig, IA3Config) in place of adapters."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.handle = testing.tiny_hub_handle()
+    cls.inputs = _padded_batch()
+    cls.hub_outputs = hub.KerasLayer(cls.handle)(cls.inputs, training=False)
+    keras.utils.set_random_seed(3)
+    # Read-only models, their method layers moved as training would.
+    cls.configs = dict(
+        lora=lora_config.LoRAConfig(r=2, alpha=4.0, target_modules=("key", "output"),
+                                    leave_out=(1,), init_weights="bert"),
+        ia3=ia3_config.IA3Config())
+    cls.models = {}
+    for seed, (name, config) in enumerate(cls.configs.items()):
+      bert = adapted_bert.AdaptedBert(cls.handle, adapter_config=config)
+      _move(bert.encoder.projection_layers, seed)
+      cls.models[name] = classifier.build_classifier(bert, 3)
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(11)
+
+  @parameterized.named_parameters(
+      ("lora", lora_config.LoRAConfig()),
+      ("ia3", ia3_config.IA3Config()),
+  )
+  def test_starts_as_the_base(self, config):
+    """peft's LoRA init (B zero) and (IA)^3's ones compute the Hub encoder exactly."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=config)
+    self.assertNotEmpty(layer.encoder.projection_layers)
+    self.assertEmpty(layer.encoder.adapters)
+    self.assertIsNone(layer.adapter_size)
+    self.assertEqual(layer.adapter_configs, {"default": config})
+    outputs = layer(self.inputs, training=False)
+    for key in ("pooled_output", "sequence_output"):
+      self.assertAllClose(outputs[key], self.hub_outputs[key], atol=1e-5, rtol=0, msg=key)
+
+  def test_lora_trains_only_its_factors_and_the_head(self):
+    """model.fit moves A and B of every LoRA layer and the head; the base's kernels and
+    LayerNorms, and everything else, stay bitwise."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=lora_config.LoRAConfig(r=2))
+    model = classifier.build_classifier(layer, 3)
+    self.assertEqual(_canonical_names(model.trainable_variables), sorted(
+        [f"transformer/layer_{i}/{target}/lora/lora_{factor}" for i in range(_NUM_LAYERS)
+         for target in ("query", "value") for factor in "ab"]
+        + ["logits/bias", "logits/kernel"]))
+    self.assertEmpty(set(_canonical_names(model.trainable_variables)) & set(_layer_norm_names()))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True)
+    before = {id(v): v.numpy().copy() for v in model.weights}
+    # Two steps: B starts at zero, so A only gets a gradient once B has moved.
+    model.fit(self.inputs, tf.constant([0, 1, 2]), batch_size=3, epochs=2, verbose=0)
+    trained = {id(v) for v in model.trainable_variables}
+    for variable in model.weights:
+      changed = not np.array_equal(variable.numpy(), before[id(variable)])
+      self.assertEqual(changed, id(variable) in trained, msg=variable.name)
+
+  @parameterized.named_parameters(
+      ("lora", lora_config.LoRAConfig(r=2, train_layer_norms=True), 2 * 2 * _NUM_LAYERS),
+      ("ia3", ia3_config.IA3Config(train_layer_norms=True), 3 * _NUM_LAYERS),
+  )
+  def test_train_layer_norms(self, config, method_weights):
+    """With train_layer_norms the base's LayerNorms train beside the method's layers."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=config)
+    names = _canonical_names(layer.trainable_weights)
+    self.assertContainsSubset(_layer_norm_names(), names)
+    self.assertLen(names, len(_layer_norm_names()) + method_weights)
+    self.assertEmpty([n for n in names if n.endswith("/kernel") or "embeddings/embeddings" in n])
+
+  def test_ia3_trains_only_its_scales(self):
+    names = _canonical_names(self.models["ia3"].trainable_variables)
+    self.assertEqual(names, sorted(
+        [f"transformer/layer_{i}/{target}/ia3/scale" for i in range(_NUM_LAYERS)
+         for target in ("key", "value", "output")] + ["logits/bias", "logits/kernel"]))
+
+  def test_leave_out_leaves_those_layers_without_lora(self):
+    """Block 1 is left out: block 0 has LoRA on key and output, block 1 computes as the base
+    on block 0's output; disable_adapter gives the Hub encoder."""
+    layer = saving.the_adapted_bert(self.models["lora"])
+    blocks = layer.encoder.transformer_layers
+    self.assertEqual([(l.target, l.rank) for l in blocks[0].projection_layers],
+                     [("key", 2), ("output", 2)])
+    self.assertEmpty(blocks[1].projection_layers)
+    outputs = layer(self.inputs, training=False)
+    self.assertNotAllClose(outputs["encoder_outputs"][0], self.hub_outputs["encoder_outputs"][0],
+                           atol=1e-3)
+    # Block 1 alone, without LoRA, on block 0's output.
+    mask = tf.cast(self.inputs["input_mask"][:, tf.newaxis, :], tf.bool)
+    self.assertAllClose(blocks[1](outputs["encoder_outputs"][0], attention_mask=mask,
+                                  training=False),
+                        outputs["encoder_outputs"][1], atol=1e-6)
+    with layer.disable_adapter():
+      plain = layer(self.inputs, training=False)
+    self.assertAllClose(plain["sequence_output"], self.hub_outputs["sequence_output"], atol=1e-5,
+                        rtol=0)
+    self.assertEqual(sorted(k for k in layer.adapter_weights() if "/lora/" in k), [
+        "transformer/layer_0/key/lora/lora_a", "transformer/layer_0/key/lora/lora_b",
+        "transformer/layer_0/output/lora/lora_a", "transformer/layer_0/output/lora/lora_b"])
+
+  @parameterized.named_parameters(("lora", "lora"), ("ia3", "ia3"))
+  def test_config_round_trip(self, name):
+    """get_config records the method's config (and no bottleneck arguments); from_config
+    and keras' deserialize rebuild a layer of the same config and weights that, given the
+    same values, computes the same outputs."""
+    layer = saving.the_adapted_bert(self.models[name])
+    config = layer.get_config()
+    self.assertEqual(config["adapter_config"], self.configs[name].to_dict())
+    self.assertEmpty([key for key in ("adapter_size", "tuning", "top_k") if key in config])
+    expected = layer(self.inputs, training=False)["pooled_output"]
+    for rebuilt in (adapted_bert.AdaptedBert.from_config(config),
+                    keras.layers.deserialize(keras.layers.serialize(layer))):
+      self.assertEqual(rebuilt.adapter_config, self.configs[name])
+      self.assertEqual(rebuilt.get_config(), config)
+      self.assertEqual([v.name for v in rebuilt.weights], [v.name for v in layer.weights])
+      self.assertEqual([v.name for v in rebuilt.trainable_weights],
+                       [v.name for v in layer.trainable_weights])
+      rebuilt.set_weights(layer.get_weights())
+      self.assertAllClose(rebuilt(self.inputs, training=False)["pooled_output"], expected,
+                          atol=1e-6)
+
+  @parameterized.named_parameters(("lora", "lora"), ("ia3", "ia3"))
+  def test_artifact_round_trip(self, name):
+    """save_adapters stores the method's weights, its config and the head; load_task_model
+    rebuilds the task with the same logits."""
+    model = self.models[name]
+    path = saving.save_adapters(model, os.path.join(self.create_tempdir().full_path, name),
+                                label_names=("a", "b", "c"))
+    rebuilt = saving.load_task_model(path)
+    self.assertAllClose(rebuilt(self.inputs, training=False), model(self.inputs, training=False),
+                        atol=1e-6)
+    bert = saving.the_adapted_bert(rebuilt)
+    self.assertEqual(bert.adapter_config, self.configs[name])
+    self.assertEqual(rebuilt.head_config.label_names, ("a", "b", "c"))
+    for key, variable in saving.task_variables(model).items():
+      self.assertAllEqual(saving.task_variables(rebuilt)[key], variable, msg=key)
+
+  def test_set_configs_read_from_their_dicts(self):
+    """A dict (an artifact's, get_config's) becomes the config its "method" names, or an
+    AdapterConfig when it names none; an unknown method or field is refused naming it."""
+    for config in (lora_config.LoRAConfig(r=4, target_modules=("key",)),
+                   ia3_config.IA3Config(leave_out=(1,)),
+                   adapter_config.AdapterConfig(adapter_size=8)):
+      values = json.loads(json.dumps(config.to_dict()))
+      self.assertEqual(adapter_config.config_from_dict(values), config)
+      self.assertEqual(adapter_config.check_set_config(values), config)
+      self.assertIs(adapter_config.check_set_config(config), config)
+    with self.assertRaisesRegex(ValueError, r"Unknown method 'vera'; known: \[.*'lora'.*\]\. "
+                                "The adapter set config .* names no method"):
+      adapter_config.config_from_dict(dict(method="vera", r=4))
+    with self.assertRaisesRegex(ValueError, r"Unknown LoRAConfig fields \['rank'\]"):
+      adapter_config.config_from_dict(dict(method="lora", rank=4))
+    with self.assertRaisesRegex(ValueError, "Unknown method 'vera'"):
+      adapted_bert.AdaptedBert(self.handle, adapter_config=dict(method="vera"))
+
+  def test_sets_of_two_kinds_on_one_base_are_refused(self):
+    """A LoRA or (IA)^3 set shares its base with no other set (yet); a list of configs
+    (AdapterHub's ConfigUnion) is refused naming what is accepted."""
+    lora = saving.the_adapted_bert(self.models["lora"])
+    for config in (lora_config.LoRAConfig(), ia3_config.IA3Config(), None):
+      with self.assertRaisesRegex(ValueError, r"add_adapter\('b'\).*cannot yet share a base"):
+        lora.add_adapter("b", config)
+    self.assertEqual(list(lora.adapter_configs), ["default"])
+    bottleneck = adapted_bert.AdaptedBert(self.handle, adapter_size=2)
+    with self.assertRaisesRegex(ValueError, "cannot yet share a base"):
+      bottleneck.add_adapter("b", lora_config.LoRAConfig())
+    with self.assertRaisesRegex(ValueError, "config is one of AdapterConfig, .*LoRAConfig.*not "
+                                "supported yet"):
+      adapted_bert.AdaptedBert(self.handle, adapter_config=[
+          adapter_config.AdapterConfig(), lora_config.LoRAConfig()])
+    with self.assertRaisesRegex(ValueError, r"leave_out=\[2\]"):
+      adapted_bert.AdaptedBert(self.handle, adapter_config=lora_config.LoRAConfig(leave_out=(2,)))
+    with self.assertRaisesRegex(ValueError, r"conflicting arguments \{'tuning': 'full'\}"):
+      adapted_bert.AdaptedBert(self.handle, tuning="full", adapter_config=ia3_config.IA3Config())
+
+  def test_drop_adapters_drops_lora_from_those_blocks(self):
+    """AdapterDrop on a LoRA set removes its layers from the blocks dropped, as its config
+    then says: block 0 computes as the base, and the artifact rebuilds the dropped model."""
+    layer = adapted_bert.AdaptedBert(
+        self.handle, adapter_config=lora_config.LoRAConfig(init_weights="bert"))
+    model = classifier.build_classifier(layer, 2)
+    _move(layer.encoder.projection_layers, 5)
+    layer.drop_adapters([0])
+    self.assertEqual(layer.adapter_config.leave_out, ())  # The layer's own argument stays.
+    self.assertEqual(layer.adapter_configs["default"].leave_out, (0,))
+    self.assertEmpty(layer.encoder.transformer_layers[0].projection_layers)
+    self.assertLen(layer.encoder.projection_layers, 2)
+    outputs = layer(self.inputs, training=False)
+    self.assertAllClose(outputs["encoder_outputs"][0], self.hub_outputs["encoder_outputs"][0],
+                        atol=1e-5, rtol=0)
+    self.assertNotAllClose(outputs["sequence_output"], self.hub_outputs["sequence_output"],
+                           atol=1e-3)
+    path = saving.save_adapters(model, os.path.join(self.create_tempdir().full_path, "dropped"))
+    self.assertAllClose(saving.load_task_model(path)(self.inputs, training=False),
+                        model(self.inputs, training=False), atol=1e-6)
+
+  def test_delete_adapter_removes_the_method_s_layers(self):
+    """Deleting a LoRA set leaves the plain base: a set added afterwards computes on it, and
+    nothing of the deleted set is merged into the base."""
+    layer = adapted_bert.AdaptedBert(
+        self.handle, adapter_config=lora_config.LoRAConfig(init_weights="bert"))
+    _move(layer.encoder.projection_layers, 6)
+    layer.delete_adapter("default")
+    self.assertEmpty(layer.encoder.projection_layers)
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2, init_stddev=0.0))
+    layer.train_adapter("b")
+    model = classifier.build_classifier(layer, 2)
+    self.assertEmpty([v.name for v in model.trainable_variables if "/lora/" in v.name])
+    self.assertAllClose(layer(self.inputs, training=False)["sequence_output"],
+                        self.hub_outputs["sequence_output"], atol=1e-5, rtol=0)
+    self.assertEqual(merging.merge(model), 0)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def merge(model):
     block.deltas = {}
   if merged_count:
     bert.merged = True
+    _forget_traced_functions(model)
   return merged_count
 
 
@@ -75,6 +76,7 @@ def merged(model):
         bias_variable.assign(bias)
       block.deltas = deltas
     bert.merged = was_merged
+    _forget_traced_functions(model)
 
 
 def merged_if_any(model):
@@ -91,3 +93,12 @@ def _output_width(kernel, bias):
   """The output width of a projection: its bias's size (query's `[heads, head_size]` too)."""
   del kernel
   return bias.shape.num_elements()
+
+
+def _forget_traced_functions(model):
+  """Drops the `fit`, `evaluate` and `predict` functions a Keras model traced before its
+  projections changed: they would still apply the method layers, to merged kernels (or
+  leave them out of restored ones). Its next `predict` traces the graph it has now."""
+  for name in ("train_function", "test_function", "predict_function"):
+    if getattr(model, name, None) is not None:
+      setattr(model, name, None)
