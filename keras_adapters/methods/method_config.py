@@ -67,6 +67,11 @@ class MethodConfig:
       raise ValueError(
           f"leave_out={list(self.leave_out)} names layers {outside} that the encoder does not "
           f"have: it has layers 0..{num_layers - 1}.")
+    if len(self.leave_out) >= num_layers:
+      raise ValueError(
+          f"leave_out={list(self.leave_out)} leaves out every layer of the encoder, so "
+          f"{type(self).__name__} would change nothing: leave some of layers "
+          f"0..{num_layers - 1} in.")
 
   def to_dict(self):
     """A JSON-serialisable dict, with the method's name, that `from_dict` reads back."""

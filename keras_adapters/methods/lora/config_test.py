@@ -106,6 +106,9 @@ class LoRAConfigTest(tf.test.TestCase, parameterized.TestCase):
     LoRAConfig(leave_out=(1,)).validate_for(2)
     with self.assertRaisesRegex(ValueError, r"leave_out=\[0, 2\].*\[2\].*0\.\.1"):
       LoRAConfig(leave_out=(0, 2)).validate_for(2)
+    with self.assertRaisesRegex(ValueError, r"leave_out=\[0, 1\] leaves out every layer.*"
+                                "LoRAConfig would change nothing"):
+      LoRAConfig(leave_out=(0, 1)).validate_for(2)
 
 
 if __name__ == "__main__":
