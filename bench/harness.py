@@ -12,6 +12,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -240,8 +241,33 @@ def write_record(path: str, record: Mapping[str, Any]) -> None:
 def machine_info() -> Dict[str, Any]:
   """The machine and software the figures were measured on."""
   return dict(platform=platform.platform(), processor=platform.processor(),
-              cpu_count=os.cpu_count(), python=platform.python_version(),
+              cpu_count=os.cpu_count(), **cpu_info(), python=platform.python_version(),
               tensorflow=tf.__version__)
+
+
+# The instruction sets that decide how fast TensorFlow's CPU kernels run (oneDNN picks its
+# kernels by them): x86's SSE, AVX, AVX-512, FMA and AMX, Arm's NEON/ASIMD and SVE.
+_VECTOR_EXTENSION = re.compile(r"^(sse\w*|ssse3|avx\w*|fma\w*|f16c|amx\w*|neon|asimd\w*|sve\w*)$")
+
+
+def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, Any]:
+  """The CPU's model name and its vector extensions, as Linux's `cpuinfo` lists them.
+
+  A time means little without them: TensorFlow's oneDNN kernels use AVX-512 (and its
+  bfloat16 instructions) where the CPU has it, and slower ones where it does not. Both are
+  `None` where the file is missing (not Linux).
+  """
+  try:
+    with open(cpuinfo, encoding="utf-8") as f:
+      text = f.read()
+  except OSError:
+    return dict(cpu_model=None, vector_extensions=None)
+  model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+  features = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
+  return dict(cpu_model=model.group(1).strip() if model else None,
+              vector_extensions=sorted(
+                  name for name in features.group(1).split() if _VECTOR_EXTENSION.match(name))
+              if features else None)
 
 
 def run_child(script: str, child: str, flag_values: Mapping[str, Any]) -> Dict[str, Any]:
