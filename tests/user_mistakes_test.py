@@ -142,6 +142,14 @@ class UserMistakesTest(tf.test.TestCase):
       self.assertEqual(self.error("--model_dir=gs://bucket/run")[0], 1)
       with self.assertRaises(errors.UnreachableError):
         atomic_io.make_writable_dir("gs://bucket/run", "model_dir")
+      with flagsaver.flagsaver():
+        FLAGS(self.argv + ["--data_path=gs://bucket/reviews.csv"])
+        with self.assertRaises(errors.UnreachableError) as raised:
+          task_flags.load_splits(FLAGS.model_dir, 0)
+        status, lines = cli.error_report(raised.exception)
+      self.assertEqual(status, 1)
+      self.assertStartsWith(lines[0], "--data_path='gs://bucket/reviews.csv': Cloud Storage "
+                            "cannot be reached (no network, or no credentials")
     # Raised where no check came first, the same error is no bug either.
     self.assertEqual(cli.error_kind(_NO_NETWORK), (1, cli._VERBOSE_HINT))  # pylint: disable=protected-access
     self.assertEqual(cli.error_kind(tf.errors.UnimplementedError(
