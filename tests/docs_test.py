@@ -210,10 +210,10 @@ class DocsTest(tf.test.TestCase):
     """Every Python block runs (a skip-run one compiles), on tiny stand-ins for the base."""
     import keras_adapters as ka  # pylint: disable=g-import-not-at-top
     from keras_adapters.hub import testing  # pylint: disable=g-import-not-at-top
-    # The examples pack up to 128 tokens, as with the embedded base.
+    # The examples export with 128 tokens, as the embedded base takes.
     handle = testing.save_tiny_hub_encoder(
         os.path.join(self.create_tempdir().full_path, "encoder"), max_sequence_length=128)
-    preprocess_handle = testing.tiny_preprocess_handle(128)
+    preprocess_handle = testing.tiny_preprocess_handle()
     ran = 0
     with mock.patch.object(ka, "default_hub_handle", lambda: handle), \
          mock.patch.object(ka, "default_preprocess_handle", lambda: preprocess_handle):
