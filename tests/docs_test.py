@@ -9,7 +9,8 @@
   files linked beside it), and a ```text block right after one holds lines its output must
   contain.
 * A block too slow for the suite says so on the line before it:
-  `<!-- docs-test: skip-run (reason) -->` (Python is still compiled) or
+  `<!-- docs-test: skip-run (reason) -->` (Python is still compiled, shell checked by
+  `bash -n`) or
   `<!-- docs-test: parse-only (reason) -->` (a shell block whose `python experiments/...`
   and `python bench/...` commands get their flags parsed, in one process, by the scripts' own
   flag definitions).
@@ -236,6 +237,15 @@ class DocsTest(tf.test.TestCase):
             self._run_shell(block, folder)
             ran += 1
     self.assertGreaterEqual(ran, 12)
+
+  def test_skipped_shell_blocks_are_valid_shell(self):
+    skipped = [block for block in self.blocks
+               if block.language == "bash" and block.mode == "skip-run"]
+    self.assertNotEmpty(skipped)
+    for block in skipped:
+      checked = subprocess.run(["bash", "-n", "-c", block.code], capture_output=True,
+                               text=True, check=False)
+      self.assertEqual(checked.returncode, 0, f"{block.page}:{block.line}: {checked.stderr}")
 
   def test_parse_only_commands_parse(self):
     """Every command of a parse-only block parses; the two bad ones added here do not."""
