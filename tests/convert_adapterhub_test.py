@@ -25,6 +25,7 @@ from keras_adapters.interop import adapterhub_test
 from keras_adapters.interop import peft
 from keras_adapters.layers import testing
 from keras_adapters.models import saving
+from keras_adapters.models import testing as model_testing
 
 FLAGS = flags.FLAGS
 
@@ -124,6 +125,19 @@ class ConvertAdapterHubTest(tf.test.TestCase):
       self.assertAllClose(served.signatures[name](text=texts)["probabilities"],
                           tf.nn.softmax(model(inputs, training=False)), atol=1e-5, rtol=0,
                           msg=name)
+
+  def test_an_artifact_given_as_adapterhub_names_the_right_flag(self):
+    """This library's own artifact given to --from_adapterhub is refused with the flag that
+    converts it (--from_artifact), not with an AdapterHub file it lacks."""
+    root = self.create_tempdir().full_path
+    artifact = model_testing.save_random_task_artifact(
+        os.path.join(root, "artifact"), hub_testing.tiny_hub_handle(),
+        hub_testing.tiny_preprocess_handle())
+    with self.assertRaisesRegex(adapterhub.AdapterHubError,
+                                "an adapter artifact of this library, not an AdapterHub "
+                                f"adapter: convert it with --from_artifact={artifact} "
+                                "--to_adapterhub=<folder>"):
+      _convert(from_adapterhub=artifact, to_artifact=os.path.join(root, "out"))
 
   def test_one_conversion_must_be_given(self):
     for flag_values in (dict(from_adapterhub="somewhere"),

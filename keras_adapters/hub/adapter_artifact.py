@@ -35,6 +35,9 @@ from absl import logging
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
+from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
+from keras_adapters.methods import projection_delta
+from keras_adapters.methods import registry
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 
@@ -46,7 +49,8 @@ _READABLE_VERSIONS = (1, 2)
 # stores is a base weight that its tuning changed.
 _TASK_TENSOR = re.compile(
     r"head/|embeddings/layer_norm/|transformer/layer_\d+/(self_attention_layer_norm|"
-    r"output_layer_norm|attention_adapter|feedforward_adapter)/")
+    r"output_layer_norm|attention_adapter|feedforward_adapter|"
+    rf"({'|'.join(projection_delta.PROJECTIONS)})/({'|'.join(registry.names())}))/")
 
 
 class AdapterArtifactError(errors.UsageError):

@@ -108,6 +108,11 @@ def load_adapterhub(directory, base_handle=None):
   """
   directory = os.fspath(directory)
   meta = _read_json(directory, CONFIG_FILE, "an AdapterHub adapter")
+  if "format_version" in meta:
+    raise AdapterHubError(
+        f"{directory!r} is an adapter artifact of this library, not an AdapterHub adapter: "
+        f"convert it with --from_artifact={directory} --to_adapterhub=<folder>, or load it "
+        "with keras_adapters.load_task_model.")
   head_meta = _read_json(directory, HEAD_CONFIG_FILE, "its head (save it with_head=True)")
   if tf.io.gfile.exists(os.path.join(directory, _FUSION_FILE)):
     raise AdapterHubError(f"{directory!r} holds an AdapterFusion ({_FUSION_FILE}); fusion is "
@@ -193,8 +198,9 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
     raise AdapterHubError(
         "save_adapterhub writes AdapterHub classification heads, which read the first token "
         "(pooling='first_token') or the pooler (pooling='cls'); this model's head is "
-        f"{head and (head.kind, head.pooling)}. Build it with build_classifier and one of "
-        "those poolings.")
+        f"{head and (head.kind, head.pooling)}, which AdapterHub has no head for. Build it "
+        "with build_classifier and one of those poolings (the training scripts: "
+        "--pooling=first_token or --pooling=cls).")
   changed = _changed_layer_norms(bert, name)
   if changed and layer_norms == "error":
     raise AdapterHubError(

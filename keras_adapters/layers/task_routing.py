@@ -6,10 +6,13 @@ in a block) are zero-padded to the largest bottleneck, which leaves their output
 zero row of `W_up` adds nothing whatever the activation gives the padded units. Tasks may
 place their adapters differently (AdapterHub's options): each placement among the tasks is
 computed and every example takes its own task's, and a task without an adapter where another
-has one takes the plain sub-layer path there, so every task stays exact.
+has one takes the plain sub-layer path there, so every task stays exact. Tasks trained with a
+method that changes projections (LoRA, (IA)³) have their layers stacked by the method itself
+(`ProjectionDelta.stacked`), the identity for tasks without them.
 """
 
 import functools
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -18,6 +21,8 @@ import tf_keras as keras
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
+from keras_adapters.methods import projection_delta
+from keras_adapters.methods import registry
 
 _ADAPTER_SLOTS = ("attention_adapter", "feedforward_adapter")
 _LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
@@ -25,6 +30,8 @@ _ADAPTER_PARTS = ("down_project/kernel", "down_project/bias", "up_project/kernel
                   "up_project/bias")
 # An adapter's own LayerNorms (AdapterHub's ln_before / ln_after), when its options have them.
 _ADAPTER_NORMS = ("ln_before", "ln_after")
+# A method layer's weight: `transformer/layer_<i>/<projection>/<method>/<weight>`.
+_PROJECTION_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(\w+)/(\w+)")
 
 
 def layer_norm(inputs, gamma, beta, epsilon):
@@ -64,10 +71,13 @@ class StackedAdapters(tf.Module):
     name: Module name.
     adapter_options: The adapters' AdapterHub options (`adapter.ADAPTER_OPTIONS`): one dict
       for every task, or a list with each task's (`None` for a task without adapters).
+    set_configs: Per task, its adapter set's config as a dict (`to_dict()`, as artifacts
+      record it), which says how a method's layers apply (LoRA's scaling, where (IA)³
+      scales); needed for tasks with LoRA or (IA)³ weights.
   """
 
   def __init__(self, task_weights, num_layers, activation, layer_norm_epsilon,
-               name="stacked_adapters", adapter_options=None):
+               name="stacked_adapters", adapter_options=None, set_configs=None):
     super().__init__(name=name)
     if not task_weights:
       raise ValueError("StackedAdapters needs the weights of at least one task.")
@@ -106,6 +116,8 @@ class StackedAdapters(tf.Module):
                                                  ("gamma", "beta")))
               for norm in _ADAPTER_NORMS
               if any(f"{prefix}/{norm}/gamma" in weights for weights in task_weights)}
+      # "layer_<i>/<projection>" → the stacked method layers there, in the registry's order.
+      self.projections = _stack_projections(task_weights, set_configs)
 
   def _layer_norm_prefixes(self):
     return ["embeddings/layer_norm"] + [
@@ -162,13 +174,42 @@ class StackedAdapters(tf.Module):
 
       return placed
 
+    def projections(index):
+      return {key.split("/")[1]: tuple(stack.for_tasks(task_ids) for stack in stacks)
+              for key, stacks in self.projections.items()
+              if key.split("/")[0] == f"layer_{index}"}
+
     blocks = tuple(
         adapted_transformer_block.BlockAdapters(
             *(adapter(f"transformer/layer_{index}/{slot}") if slot in _ADAPTER_SLOTS
               else norm(f"transformer/layer_{index}/{slot}")
-              for slot in adapted_transformer_block.SLOTS))
+              for slot in adapted_transformer_block.SLOTS), projections=projections(index))
         for index in range(self.num_layers))
     return adapter_set.EncoderAdapters(norm("embeddings/layer_norm"), blocks)
+
+
+def _stack_projections(task_weights, set_configs):
+  """`{"layer_<i>/<projection>": [stacked modules]}` of the tasks' LoRA and (IA)³ weights."""
+  found = {}  # (layer, projection, method) → per task its weights by name.
+  for task, weights in enumerate(task_weights):
+    for key, value in weights.items():
+      match = _PROJECTION_KEY.fullmatch(key)
+      if match and match.group(2) in projection_delta.PROJECTIONS:
+        layer, target, method, part = match.groups()
+        found.setdefault((int(layer), target, method), [{} for _ in task_weights])
+        found[(int(layer), target, method)][task][part] = value
+  if found and (set_configs is None or len(set_configs) != len(task_weights)):
+    raise ValueError("Tasks with LoRA or (IA)^3 weights need their set_configs.")
+  projections = {}
+  for (layer, target, method), per_task in sorted(
+      found.items(), key=lambda item: (item[0][0], item[0][1],
+                                       registry.names().index(item[0][2]))):
+    entry = registry.get(method)
+    entries = [(weights, entry.config_class.from_dict(set_configs[task]).layer_options(target))
+               if weights else None for task, weights in enumerate(per_task)]
+    projections.setdefault(f"layer_{layer}/{target}", []).extend(
+        entry.layer_class.stacked(entries, name=f"layer_{layer}_{target}_{method}"))
+  return projections
 
 
 def _rows(variable, task_ids):

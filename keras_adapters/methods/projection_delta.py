@@ -8,6 +8,8 @@ wrapped `Linear` does. Every such change is linear in `W` and `b`, so `merge` fo
 the frozen weights for inference at no extra cost.
 """
 
+import numpy as np
+import tensorflow as tf
 import tf_keras as keras
 
 # The projections of a BERT block, under the Model Garden's sub-layer names.
@@ -53,6 +55,22 @@ class ProjectionDelta(keras.layers.Layer):
     """The layer's weights by their name inside it (`lora_a`, `scale`)."""
     raise NotImplementedError
 
+  @classmethod
+  def stacked(cls, entries, name):
+    """Several tasks' layers at one projection, for a batch that mixes tasks.
+
+    Args:
+      entries: Per task, `(weights, options)` (its `weights_by_key()` values as arrays and
+        its layer's keyword arguments) or `None` for a task without this method there.
+      name: A name for the variables.
+
+    Returns:
+      `tf.Module`s, each with `for_tasks(task_ids)` giving a function called as the layer is
+      (`(inputs, project, training)`) that applies each example's task's change (`task_ids`
+      `[batch]`) or one task's (a scalar); a task without the method is left unchanged.
+    """
+    raise NotImplementedError
+
   def get_config(self):
     config = super().get_config()
     config.update({"target": self.target, "units": self.units})
@@ -78,3 +96,18 @@ def apply_projection(deltas, inputs, project, training=None):
 
 def _wrapped(delta, project, training):
   return lambda x: delta(x, project=project, training=training)
+
+
+def per_example(inputs, task_ids, fn):
+  """`fn(rows)` of `inputs` `[..., n]` regrouped as `[batch, tokens, n]` (the batch of
+  `task_ids`), back in `inputs`' shape with the last axis `fn` gives: a projection's input
+  arrives as `[batch, seq, n]` or flattened to `[batch * seq, n]`."""
+  rows = tf.reshape(inputs, tf.stack([tf.shape(task_ids)[0], -1, tf.shape(inputs)[-1]]))
+  output = fn(rows)
+  return tf.reshape(output, tf.concat([tf.shape(inputs)[:-1], tf.shape(output)[-1:]], 0))
+
+
+def stack_rows(values, width):
+  """`[tasks, width]` of per-task vectors (`None`: ones, the identity scale)."""
+  return np.stack([np.ones([width], np.float32) if v is None else np.asarray(v, np.float32)
+                   for v in values])

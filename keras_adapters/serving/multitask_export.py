@@ -124,7 +124,7 @@ class _TaskSpec:
   def adapter_activation(self):
     """The adapters' nonlinearity, `None` for a task without adapters."""
     adapter_config = self.config["adapter_config"]
-    return adapter_config["activation"] if adapter_config["adapter_size"] else None
+    return adapter_config["activation"] if adapter_config.get("adapter_size") else None
 
   @property
   def adapter_options(self):
@@ -230,7 +230,8 @@ class _MultitaskModule(tf.Module):
         [spec.adapter_weights for spec in specs], encoder.num_layers,
         activation=next((s.adapter_activation for s in specs if s.adapter_activation), "relu"),
         layer_norm_epsilon=layer_norm_epsilon,
-        adapter_options=[spec.adapter_options for spec in specs])
+        adapter_options=[spec.adapter_options for spec in specs],
+        set_configs=[spec.config["adapter_config"] for spec in specs])
     self.preprocessors = []
     self._preprocessor_index = {}
     for spec in specs:

@@ -15,6 +15,8 @@ from keras_adapters.serving import multitask_export
 from keras_adapters.serving import task_export
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
+from keras_adapters.methods import ia3
+from keras_adapters.methods import lora
 from keras_adapters.models import adapter_config
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
@@ -274,6 +276,43 @@ class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
                                 "format_version 1.*export_multitask"):
       multitask_export.export_multitask(self.handle, {"old": path},
                                         os.path.join(self.create_tempdir().full_path, "o"))
+
+
+class MixedMethodsTest(tf.test.TestCase):
+  """LoRA, (IA)³ and adapter tasks served off one base by one SavedModel."""
+
+  def test_each_task_alone_and_in_a_mixed_batch_is_its_own_model(self):
+    """Each task's signature, and each row of a routed batch mixing the tasks, gives the
+    task's own Keras model's probabilities: LoRA of two ranks and scalings, (IA)³ scaling
+    outputs and inputs, adapters, in one graph by gather."""
+    root = self.create_tempdir().full_path
+    handle = testing.tiny_hub_handle()
+    preprocess_handle = testing.tiny_preprocess_handle()
+    configs = dict(
+        lora=lora.LoRAConfig(r=2, target_modules=("query", "value", "output")),
+        rslora=lora.LoRAConfig(r=4, alpha=3.0, use_rslora=True, leave_out=(0,),
+                               target_modules=("key", "intermediate")),
+        ia3=ia3.IA3Config(),
+        ia3_adapterhub=ia3.IA3Config(target_modules=("key", "value", "intermediate"),
+                                     feedforward_modules=()),
+        adapters=adapter_config.AdapterConfig(adapter_size=4))
+    models, artifacts = {}, {}
+    for seed, (name, config) in enumerate(configs.items()):
+      artifacts[name] = model_testing.save_random_task_artifact(
+          os.path.join(root, name), handle, preprocess_handle, adapter_config=config,
+          pooling="cls", seq_length=16, seed=seed)
+      models[name] = saving.load_task_model(artifacts[name])
+    served = tf.saved_model.load(multitask_export.export_multitask(
+        handle, artifacts, os.path.join(root, "multitask")))
+    texts = tf.constant(_TEXTS)
+    inputs = task_export.pack_texts(testing.tiny_preprocessor(), [texts], 16)
+    routed = served.signatures["routed"](task=tf.constant(list(configs)),
+                                         text=texts)["probabilities"]
+    for row, (name, model) in enumerate(models.items()):
+      expected = tf.nn.softmax(model(inputs, training=False))
+      self.assertAllClose(served.signatures[name](text=texts)["probabilities"], expected,
+                          atol=1e-5, rtol=0, msg=name)
+      self.assertAllClose(routed[row], expected[row], atol=1e-5, rtol=0, msg=name)
 
 
 if __name__ == "__main__":

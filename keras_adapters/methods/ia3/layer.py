@@ -53,7 +53,49 @@ class IA3(projection_delta.ProjectionDelta):
   def weights_by_key(self):
     return {"scale": self.scale}
 
+  @classmethod
+  def stacked(cls, entries, name):
+    # Tasks that scale the input and tasks that scale the output are two stacks, each the
+    # identity (ones) for the tasks of the other.
+    stacks = []
+    for scales_input in (False, True):
+      chosen = [entry if entry is not None and entry[1].get("scales_input", False)
+                == scales_input else None for entry in entries]
+      if any(chosen):
+        stacks.append(StackedIA3(chosen, scales_input,
+                                 name=f"{name}_{'input' if scales_input else 'output'}"))
+    return stacks
+
   def get_config(self):
     config = super().get_config()
     config.update({"scales_input": self.scales_input})
     return config
+
+
+class StackedIA3(tf.Module):
+  """Several tasks' (IA)³ scales at one projection, `[tasks, width]`, ones for tasks without
+  them (the identity), all scaling the input or all the output."""
+
+  def __init__(self, entries, scales_input, name):
+    super().__init__(name=name)
+    width = next(e[0]["scale"].shape[0] for e in entries if e is not None)
+    self.scales_input = scales_input
+    with self.name_scope:
+      self.scale = tf.Variable(projection_delta.stack_rows(
+          [None if e is None else e[0]["scale"] for e in entries], width),
+                               trainable=False, name="scale")
+
+  def for_tasks(self, task_ids):
+    scale = tf.gather(self.scale, task_ids)
+
+    def scaled(values):
+      if scale.shape.rank == 1:  # One task.
+        return values * tf.cast(scale, values.dtype)
+      return projection_delta.per_example(
+          values, task_ids, lambda rows: rows * tf.cast(scale[:, tf.newaxis], rows.dtype))
+
+    def change(inputs, project, training=None):
+      del training
+      return project(scaled(inputs)) if self.scales_input else scaled(project(inputs))
+
+    return change

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -54,7 +55,7 @@ class LoRA(projection_delta.ProjectionDelta):
   @property
   def scaling(self):
     """The factor `s` on `A · B`."""
-    return self.alpha / (math.sqrt(self.rank) if self.use_rslora else self.rank)
+    return _scaling(dict(rank=self.rank, alpha=self.alpha, use_rslora=self.use_rslora))
 
   def build(self, input_shape):
     width = tf.TensorShape(input_shape)[-1]
@@ -85,8 +86,58 @@ class LoRA(projection_delta.ProjectionDelta):
   def weights_by_key(self):
     return {"lora_a": self.lora_a, "lora_b": self.lora_b}
 
+  @classmethod
+  def stacked(cls, entries, name):
+    return [StackedLoRA(entries, name=name)]
+
   def get_config(self):
     config = super().get_config()
     config.update({"rank": self.rank, "alpha": self.alpha, "use_rslora": self.use_rslora,
                    "dropout": self.dropout, "init_weights": self.init_weights})
     return config
+
+
+class StackedLoRA(tf.Module):
+  """Several tasks' LoRA factors at one projection: `A` `[tasks, in, r]` and `s · B`
+  `[tasks, r, out]`, zero-padded to the largest rank (a zero column of `A` and row of `B`
+  add nothing) and zero for tasks without LoRA there, so every task stays exact."""
+
+  def __init__(self, entries, name):
+    super().__init__(name=name)
+    present = [entry for entry in entries if entry is not None]
+    width_in, width_out = present[0][0]["lora_a"].shape[0], present[0][0]["lora_b"].shape[1]
+    rank = max(weights["lora_a"].shape[1] for weights, _ in present)
+    a = np.zeros([len(entries), width_in, rank], np.float32)
+    b = np.zeros([len(entries), rank, width_out], np.float32)
+    for task, entry in enumerate(entries):
+      if entry is not None:
+        weights, options = entry
+        r = weights["lora_a"].shape[1]
+        a[task, :, :r] = weights["lora_a"]
+        b[task, :r] = weights["lora_b"] * _scaling(options)
+    with self.name_scope:
+      self.a = tf.Variable(a, trainable=False, name="lora_a")
+      self.b = tf.Variable(b, trainable=False, name="lora_b")
+
+  def for_tasks(self, task_ids):
+    a, b = tf.gather(self.a, task_ids), tf.gather(self.b, task_ids)
+
+    def change(inputs, project, training=None):
+      del training  # Serving: no dropout.
+      output = project(inputs)
+      if a.shape.rank == 2:  # One task.
+        tokens = tf.reshape(inputs, [-1, inputs.shape[-1]])
+        update = tf.matmul(tf.matmul(tokens, tf.cast(a, tokens.dtype)), tf.cast(b, tokens.dtype))
+        return output + tf.reshape(tf.cast(update, output.dtype), tf.shape(output))
+      update = projection_delta.per_example(inputs, task_ids, lambda rows: tf.einsum(
+          "bsr,brk->bsk", tf.einsum("bsn,bnr->bsr", rows, tf.cast(a, rows.dtype)),
+          tf.cast(b, rows.dtype)))
+      return output + tf.cast(update, output.dtype)
+
+    return change
+
+
+def _scaling(options):
+  """`alpha / r` (or `alpha / sqrt(r)`) of a LoRA layer's options."""
+  rank, alpha = options["rank"], options["alpha"]
+  return alpha / (math.sqrt(rank) if options.get("use_rslora") else rank)
