@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from keras_adapters.hub import default_model
 from keras_adapters.interop import adapterhub_lora
+from keras_adapters.interop import safetensors_files
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
 from keras_adapters.models import adapted_bert
@@ -537,16 +538,9 @@ def _read_tensors(directory, filename):
         + (f" but pickled {pickled}, which are not read (loading them runs code)"
            if pickled else "")
         + ": save the adapter with save_adapter(..., use_safetensors=True).")
-  with tf.io.gfile.GFile(path, "rb") as file:
-    data = file.read()
-  try:
-    return safetensors_numpy.load(data)
-  except Exception as error:  # pylint: disable=broad-except
-    # safetensors raises its own SafetensorError (and others) on a cut or damaged file.
-    raise AdapterHubError(
-        f"{path!r} is incomplete or corrupt ({len(data):,} bytes; {error}): a download or "
-        "copy was cut short? Copy it again, or save the adapter again with "
-        "save_adapter(..., use_safetensors=True).") from None
+  return safetensors_files.read_safetensors(
+      path, AdapterHubError, "save the adapter again with save_adapter(..., "
+      "use_safetensors=True).")
 
 
 def _write_tensors(directory, filename, tensors):

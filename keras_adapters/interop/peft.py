@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
+from keras_adapters.interop import safetensors_files
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -284,13 +285,8 @@ def _read_tensors(directory):
                     + (" but a pickled adapter_model.bin, which is not read (loading it runs "
                        "code)" if tf.io.gfile.exists(pickled) else "")
                     + ": save with save_pretrained(..., safe_serialization=True).")
-  with tf.io.gfile.GFile(path, "rb") as file:
-    data = file.read()
-  try:
-    return safetensors_numpy.load(data)
-  except Exception as error:  # pylint: disable=broad-except
-    raise PeftError(f"{path!r} is incomplete or not a safetensors file ({error}); copy it "
-                    "again.") from None
+  return safetensors_files.read_safetensors(
+      path, PeftError, "save it again with save_pretrained(..., safe_serialization=True).")
 
 
 def _base_handle(meta, base_handle, directory):

@@ -201,8 +201,8 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
       data = file.read()
     with open(path, "wb") as file:
       file.write(data[:len(data) // 3])
-    self._assert_refused(directory, "adapter_model.safetensors' is incomplete or not a "
-                         "safetensors file")
+    self._assert_refused(directory, "adapter_model.safetensors' is incomplete or corrupt "
+                         r"\([\d,]+ bytes; ")
 
   def test_missing_files_are_named(self):
     directory = self._copy()

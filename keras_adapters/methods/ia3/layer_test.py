@@ -6,18 +6,11 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.methods.ia3 import layer as ia3_layer
+from keras_adapters.methods import testing
 
 
-def _inputs(shape=(4, 6), seed=0):
-  return tf.constant(np.random.RandomState(seed).normal(size=shape), tf.float32)
-
-
-def _projection(width_in, width_out, seed=1):
-  """A frozen projection `x · W + b` with random `W` `[in, out]` and `b`, and its values."""
-  rng = np.random.RandomState(seed)
-  kernel = rng.normal(size=(width_in, width_out)).astype(np.float32)
-  bias = rng.normal(size=(width_out,)).astype(np.float32)
-  return lambda x: tf.einsum("...i,io->...o", x, kernel) + bias, kernel, bias
+_inputs = testing.random_inputs
+_projection = testing.random_projection
 
 
 def _random_scale(layer, seed=2):
