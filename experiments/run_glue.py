@@ -99,8 +99,8 @@ def _sweep_grid():
   """The grid of the --sweep_* flags (checked when parsed), in the order of the trial names."""
   grid = dict(learning_rate=[float(value) for value in FLAGS.sweep_learning_rates],
               epochs=[float(value) for value in FLAGS.sweep_epochs])
-  # Other tunings have no adapters: their adapter size is not a dimension.
-  if FLAGS.tuning == "adapters":
+  # Other tunings and methods have no adapters: their adapter size is not a dimension.
+  if FLAGS.tuning == "adapters" and FLAGS.method == "adapters":
     grid["adapter_size"] = [int(value) for value in FLAGS.sweep_adapter_sizes]
   grid["seed"] = [int(value) for value in FLAGS.sweep_seeds]
   return grid

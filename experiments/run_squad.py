@@ -114,7 +114,7 @@ def _run(train, dev, config, squad_config, model_dir, export_dir=None):
   metrics, parameters = results["metrics"], results["parameters"]
   exported = (f"; exported {export_dir}/saved_model and {export_dir}/adapters" if export_dir
               else "")
-  print(f"{config.model.adapter.tuning}: exact_match {metrics['exact_match']:.2f}, f1 "
+  print(f"{config.model.method_name}: exact_match {metrics['exact_match']:.2f}, f1 "
         f"{metrics['f1']:.2f} on {results['eval_questions']:,} questions; trained "
         f"{parameters['trainable']:,} parameters ({parameters['trainable_percent_of_base']:.2f}% "
         f"of the base) on {results['train_questions']:,} questions in "

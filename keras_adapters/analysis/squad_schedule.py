@@ -150,7 +150,7 @@ def _row(config, results):
   """One run's line of a table, with the sessions that made the run (a table's rows may come
   from several sessions, and a run may span several)."""
   settings = config.settings()
-  return dict(method=settings["tuning"],
+  return dict(method=config.model.method_name,
               **{name: settings[name] for name in _SETTINGS},
               exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
               trained_parameters=results["parameters"]["trainable"],

@@ -78,6 +78,12 @@ class ModelConfig:
     """The config of what the task trains, handed to `AdaptedBert(adapter_config=...)`."""
     return self.adapter if self.method == ADAPTERS_METHOD else getattr(self, self.method)
 
+  @property
+  def method_name(self):
+    """What a run trains, as `--methods` names it: `lora`, `ia3`, or the adapter section's
+    tuning (`adapters`, `layer_norm`, `top_k`, `full`)."""
+    return self.adapter.tuning if self.method == ADAPTERS_METHOD else self.method
+
   def __post_init__(self):
     for name in ("hub_handle", "preprocess_handle"):
       value = getattr(self, name)
