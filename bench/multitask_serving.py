@@ -18,12 +18,28 @@ the base: sizes and speed do not depend on the values), in one invocation:
   `python experiments/run_classification.py`, writes one for airline) with the adapters of its
   first k layers dropped, k = 0..L: test accuracy on `--task` and the median latency of a
   batch, timed in turns.
+* per-example cost as the number of tasks grows, for each method of `--scaling_methods`
+  (LoRA r=8 and (IA)³, random weights): one multi-task SavedModel each of
+  `--scaling_num_tasks` (1, 8, 64) tasks answering a routed batch of `--scaling_batch_size`
+  (32) requests, the tasks taking the requests in turn (8 tasks: 4 requests each; 64: one
+  task per request, 32 of them), and the same SavedModel answering the batch all for its
+  first task (a one-task batch); all timed in turns in one child process, against the
+  one-task SavedModel's batch (`task_scaling`: milliseconds per example and their ratio to
+  it). Tasks beyond `--scaling_distinct_tasks` (8) reuse the random weights of the first
+  ones under their own names: serving gathers each example's row of the stacked weights of
+  every task whatever their values.
 
 Full benchmark, on an otherwise idle machine, after the README's main command:
 
   python bench/multitask_serving.py
 
 Results go to bench/results/multitask_serving.json and Markdown tables on stdout.
+
+The task-scaling section alone, added to the recorded results (every other key kept as it
+was measured; the section has its own `machine` and `provenance`), on an otherwise idle
+machine:
+
+  python bench/multitask_serving.py --only_task_scaling
 """
 
 import os
@@ -57,6 +73,8 @@ from keras_adapters.data import features
 from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import text_classification
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The issue's target: the multi-task SavedModel weighs the base plus the tasks' artifacts,
@@ -86,13 +104,31 @@ flags.DEFINE_bool("adapter_drop", True, "Measure AdapterDrop (needs --artifact).
 flags.DEFINE_integer("max_test_examples", 0,
                      "Score AdapterDrop on the first N test examples only (0: all).",
                      lower_bound=0)
+flags.DEFINE_list("scaling_methods", ["lora", "ia3"],
+                  "Methods whose per-example cost is measured as the number of tasks grows "
+                  "(lora, ia3, adapters); empty skips it.")
+flags.DEFINE_list("scaling_num_tasks", ["1", "8", "64"],
+                  "Numbers of tasks of the task-scaling SavedModels; the first is the "
+                  "reference.")
+flags.DEFINE_integer("scaling_batch_size", 32, "Requests of a task-scaling batch.",
+                     lower_bound=1)
+flags.DEFINE_integer("scaling_distinct_tasks", 8,
+                     "Distinct random tasks made per method; more tasks reuse their weights.",
+                     lower_bound=1)
+flags.DEFINE_bool("only_task_scaling", False,
+                  "Measure the task scaling only and add it to --output's existing record, "
+                  "keeping its other figures.")
 flags.DEFINE_string("work_dir", None,
                     "Where the SavedModels are written; default: a temporary folder, deleted.")
 
 FLAGS = flags.FLAGS
 
 _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_handle",
-                    "task", "artifact", "max_test_examples", "work_dir")
+                    "task", "artifact", "max_test_examples", "work_dir", "scaling_batch_size")
+_SCALING_DIR = "task_scaling"
+# The issue's "flat": a mixed batch of many tasks costs per example at most this much more
+# than the one-task SavedModel's batch.
+_MAX_SCALING_OVERHEAD = 0.10
 
 
 def _folder_bytes(path):
@@ -268,6 +304,150 @@ def _measure_adapter_drop():
                                  for k in sorted(forwards)])
 
 
+def _scaling_config(method):
+  """The method config of the task-scaling tasks of `method`."""
+  if method == "lora":
+    return keras_adapters.LoRAConfig(r=8, alpha=8.0)
+  if method == "ia3":
+    return keras_adapters.IA3Config()
+  if method == "adapters":
+    return adapter_config.AdapterConfig(adapter_size=FLAGS.adapter_size)
+  raise app.UsageError(f"--scaling_methods takes lora, ia3 and adapters, got {method!r}.")
+
+
+def scaling_num_tasks():
+  """`--scaling_num_tasks` as whole numbers, checked."""
+  try:
+    numbers = [int(n) for n in FLAGS.scaling_num_tasks]
+  except ValueError as error:
+    raise app.UsageError(f"--scaling_num_tasks takes whole numbers: {error}") from None
+  if not numbers or min(numbers) < 1:
+    raise app.UsageError(f"--scaling_num_tasks takes numbers of at least 1, got {numbers}.")
+  return numbers
+
+
+def scaling_tasks(num_tasks, batch_size):
+  """The task of each request of a mixed batch: task0, task1, ... in turn."""
+  return [f"task{i % num_tasks}" for i in range(batch_size)]
+
+
+def _prepare_scaling(work_dir):
+  """Makes each method's random tasks and its multi-task SavedModels; returns the plan."""
+  preprocess_handle = FLAGS.preprocess_handle or keras_adapters.default_preprocess_handle()
+  numbers = scaling_num_tasks()
+  plan = {}
+  for method in FLAGS.scaling_methods:
+    config = _scaling_config(method)
+    distinct = min(FLAGS.scaling_distinct_tasks, max(numbers))
+    artifacts = []
+    for index in range(distinct):
+      print(f"Making {method} task{index} with random weights...", flush=True)
+      artifacts.append(model_testing.save_random_task_artifact(
+          os.path.join(work_dir, _SCALING_DIR, method, "artifacts", f"task{index}"),
+          FLAGS.hub_handle, preprocess_handle, num_classes=2 + index % 4,
+          seq_length=FLAGS.seq_length, adapter_config=config, seed=index))
+    plan[method] = {}
+    for number in numbers:
+      print(f"Exporting the {method} SavedModel of {number} tasks...", flush=True)
+      export_dir = os.path.join(work_dir, _SCALING_DIR, method, str(number))
+      multitask_export.export_multitask(
+          FLAGS.hub_handle, {f"task{i}": artifacts[i % distinct] for i in range(number)},
+          export_dir, overwrite=True)
+      plan[method][str(number)] = dict(export_dir=export_dir,
+                                       export_bytes=_folder_bytes(export_dir))
+  atomic_io.write_json(os.path.join(work_dir, _SCALING_DIR, "plan.json"), plan)
+  return plan
+
+
+def _scaling_setup(method, number, kind):
+  return f"{method}, {number} tasks, {kind}"
+
+
+def _measure_scaling():
+  """Every task-scaling SavedModel answering its mixed and its one-task batch, in turns."""
+  with open(os.path.join(FLAGS.work_dir, _SCALING_DIR, "plan.json"), encoding="utf-8") as f:
+    plan = json.load(f)
+  _, test = _test_split()
+  rng = np.random.default_rng(0)
+  size = FLAGS.scaling_batch_size
+  texts = tf.constant([test.texts[0][i] for i in
+                       rng.choice(len(test), size, replace=size > len(test))])
+  runs = {}
+  for method, exports in plan.items():
+    for number, export in exports.items():
+      routed = tf.saved_model.load(export["export_dir"]).signatures[
+          multitask_export.ROUTED_SIGNATURE]
+      batches = dict(mixed=scaling_tasks(int(number), size), one_task=["task0"] * size)
+      for kind, tasks in batches.items():
+        if kind == "mixed" and number == "1":
+          continue  # The same batch as the one-task one.
+        runs[_scaling_setup(method, number, kind)] = (
+            lambda routed=routed, tasks=tf.constant(tasks):
+            routed(task=tasks, text=texts)["probabilities"].numpy())
+  seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
+  return dict(times={name: harness.summarize_ms(s) for name, s in seconds.items()},
+              peak_rss_mib=harness.peak_rss_mib())
+
+
+def summarize_scaling(plan, times, batch_size):
+  """Per method, per number of tasks: milliseconds per example of the mixed and the
+  one-task batch, and the mixed batch's against the reference (the first number of tasks,
+  one-task batch), against `_MAX_SCALING_OVERHEAD`.
+
+  Args:
+    plan: Method → number of tasks (str) → `export_bytes`.
+    times: Setup name (`_scaling_setup`) → `median_ms`.
+    batch_size: Requests per batch.
+  """
+  by_method = {}
+  for method, exports in plan.items():
+    numbers = list(exports)
+    reference = times[_scaling_setup(method, numbers[0], "one_task")]["median_ms"] / batch_size
+    rows = []
+    for number in numbers:
+      one_task = times[_scaling_setup(method, number, "one_task")]["median_ms"] / batch_size
+      mixed = times.get(_scaling_setup(method, number, "mixed"))
+      mixed = one_task if mixed is None else mixed["median_ms"] / batch_size
+      rows.append(dict(
+          num_tasks=int(number), distinct_tasks_in_batch=min(int(number), batch_size),
+          mixed_ms_per_example=mixed, one_task_ms_per_example=one_task,
+          mixed_over_reference=mixed / reference, one_task_over_reference=one_task / reference,
+          mixed_per_example_overhead=harness.against_target(mixed / reference - 1,
+                                                            _MAX_SCALING_OVERHEAD),
+          export_bytes=exports[number]["export_bytes"]))
+    by_method[method] = rows
+  return by_method
+
+
+def _measure_task_scaling(work_dir):
+  """The task-scaling section of the record."""
+  plan = _prepare_scaling(work_dir)
+  print("Timing the task-scaling batches, every SavedModel in turns...", flush=True)
+  forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
+  measured = harness.run_child(os.path.abspath(__file__), "scaling", forwarded)
+  return dict(
+      settings=dict(methods=list(plan), num_tasks=scaling_num_tasks(),
+                    batch_size=FLAGS.scaling_batch_size,
+                    distinct_tasks=FLAGS.scaling_distinct_tasks, steps=FLAGS.steps,
+                    warmup_steps=FLAGS.warmup_steps, seq_length=FLAGS.seq_length,
+                    configs={method: _scaling_config(method).to_dict() for method in plan},
+                    reference="the first number of tasks' SavedModel, one-task batch"),
+      by_method=summarize_scaling(plan, measured["times"], FLAGS.scaling_batch_size),
+      times=measured["times"], peak_rss_mib=measured["peak_rss_mib"])
+
+
+def _scaling_table(section):
+  rows = []
+  for method, method_rows in section["by_method"].items():
+    for row in method_rows:
+      rows.append([method, row["num_tasks"], row["mixed_ms_per_example"],
+                   row["one_task_ms_per_example"], row["mixed_over_reference"],
+                   row["mixed_per_example_overhead"]["met"]])
+  return harness.markdown_table(
+      ["Method", "Tasks", "Mixed batch ms / example", "One-task batch ms / example",
+       "Mixed / 1-task reference", f"Flat (<= +{100 * _MAX_SCALING_OVERHEAD:.0f}%)"], rows)
+
+
 def _tables(record):
   mib = 2**20
   sizes = record["sizes"]
@@ -290,6 +470,8 @@ def _tables(record):
   tables = [size_table, size_line, latency,
             f"Largest difference, routed vs single-task answers: "
             f"{record['latency']['max_abs_difference_routed_vs_single']:.2e}", load]
+  if record.get("task_scaling"):
+    tables.append(_scaling_table(record["task_scaling"]))
   drop = record.get("adapter_drop")
   if drop:
     base_ms = drop["by_dropped_layers"][0]["median_ms"]
@@ -300,13 +482,48 @@ def _tables(record):
   return "\n\n".join(tables)
 
 
+def _only_task_scaling():
+  """Measures the task scaling and adds it to --output's record, the rest kept as it was."""
+  if not FLAGS.scaling_methods:
+    raise app.UsageError("--only_task_scaling needs --scaling_methods.")
+  record = {}
+  if os.path.exists(FLAGS.output):
+    with open(FLAGS.output, encoding="utf-8") as f:
+      record = json.load(f)
+  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  temporary = FLAGS.work_dir is None
+  FLAGS.work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="multitask_serving_")
+  load_before = os.getloadavg()
+  try:
+    section = _measure_task_scaling(FLAGS.work_dir)
+  finally:
+    if temporary:
+      shutil.rmtree(FLAGS.work_dir, ignore_errors=True)
+  # Measured apart from the rest of the record: its own machine, load and provenance.
+  record["task_scaling"] = dict(
+      section, machine=harness.machine_info(),
+      load_average_before=list(load_before), load_average_after=list(os.getloadavg()),
+      **{provenance.KEY: provenance.record()})
+  atomic_io.write_json(FLAGS.output, paths.portable(record, _REPO_DIR))
+  print(_scaling_table(record["task_scaling"]))
+  print(f"Written: {FLAGS.output} (task_scaling; its other keys unchanged)")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if FLAGS.child:
     kind, *layout = FLAGS.child.split(":")
     harness.report_to_parent(_measure_load(*layout) if kind == "load" else
-                             _measure_times() if kind == "times" else _measure_adapter_drop())
+                             _measure_times() if kind == "times" else
+                             _measure_scaling() if kind == "scaling" else
+                             _measure_adapter_drop())
+    return
+  for method in FLAGS.scaling_methods:
+    _scaling_config(method)
+  scaling_num_tasks()
+  if FLAGS.only_task_scaling:
+    _only_task_scaling()
     return
   if FLAGS.adapter_drop and not os.path.isfile(
       os.path.join(FLAGS.artifact, adapter_artifact.CONFIG_FILE)):
@@ -333,6 +550,8 @@ def main(argv):
         settings=dict(forwarded, num_tasks=len(plan["tasks"]),
                       random_tasks=not FLAGS.tasks, adapter_size=FLAGS.adapter_size),
         sizes=_sizes(FLAGS.work_dir, plan), latency=latency, cold_load=cold_load)
+    if FLAGS.scaling_methods:
+      record["task_scaling"] = _measure_task_scaling(FLAGS.work_dir)
     if FLAGS.adapter_drop:
       print("Measuring AdapterDrop...", flush=True)
       record["adapter_drop"] = harness.run_child(os.path.abspath(__file__), "adapter_drop",

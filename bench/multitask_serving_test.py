@@ -1,8 +1,8 @@
-"""Fast test of bench/multitask_serving.py: one whole run on the tiny test encoders.
+"""Fast tests of bench/multitask_serving.py: whole runs on the tiny test encoders.
 
-Nothing here is a timing: the run is checked for what it measures and records (every
-layout, every setup, AdapterDrop for each k) and for the routed answers equalling the
-single-task SavedModels'.
+Nothing here is a timing: the run is checked for what it measures and records (every layout,
+every setup, AdapterDrop for each k) and for the routed answers equalling the single-task
+SavedModels'; the task-scaling section, run alone, for being added to an earlier record.
 """
 
 import json
@@ -28,7 +28,8 @@ def test_tiny_run_measures_every_layout_and_adapter_drop(tmp_path):
        f"--preprocess_handle={preprocess_handle}", f"--artifact={artifact}",
        f"--output={output}", f"--work_dir={tmp_path / 'work'}", "--num_tasks=2",
        "--batch_size=7", "--seq_length=16", "--steps=1", "--warmup_steps=0",
-       "--max_test_examples=10"], capture_output=True, text=True, check=False)
+       "--max_test_examples=10", "--scaling_methods="],
+      capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
   sizes = record["sizes"]
@@ -49,3 +50,34 @@ def test_tiny_run_measures_every_layout_and_adapter_drop(tmp_path):
   assert all(0 <= row["accuracy"] <= 1 for row in drop["by_dropped_layers"])
   assert "Adapters dropped (first k layers)" in process.stdout
   assert (record["settings"]["num_tasks"], record["settings"]["random_tasks"]) == (2, True)
+
+
+def test_task_scaling_alone_is_added_to_the_record_keeping_its_other_keys(tmp_path):
+  hub_handle = testing.tiny_hub_handle()
+  output = tmp_path / "result.json"
+  output.write_text(json.dumps(dict(benchmark="multitask_serving", sizes=dict(multitask_bytes=1),
+                                    provenance=dict(command="earlier"))))
+  process = subprocess.run(
+      [sys.executable, _SCRIPT, "--only_task_scaling", f"--hub_handle={hub_handle}",
+       f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--output={output}",
+       "--scaling_methods=lora,ia3", "--scaling_num_tasks=1,2", "--scaling_distinct_tasks=1",
+       "--scaling_batch_size=5", "--seq_length=16", "--steps=1", "--warmup_steps=0"],
+      capture_output=True, text=True, check=False)
+  assert process.returncode == 0, process.stderr[-4000:]
+  record = json.loads(output.read_text())
+  assert record["sizes"] == dict(multitask_bytes=1)
+  assert record["provenance"] == dict(command="earlier")
+  scaling = record["task_scaling"]
+  assert scaling["provenance"]["command"].startswith("bench/multitask_serving.py")
+  assert scaling["machine"]["cpu_count"] > 0 and "cpu_model" in scaling["machine"]
+  assert set(scaling["times"]) == {
+      "lora, 1 tasks, one_task", "lora, 2 tasks, one_task", "lora, 2 tasks, mixed",
+      "ia3, 1 tasks, one_task", "ia3, 2 tasks, one_task", "ia3, 2 tasks, mixed"}
+  for method in ("lora", "ia3"):
+    rows = scaling["by_method"][method]
+    assert [row["num_tasks"] for row in rows] == [1, 2]
+    assert rows[0]["mixed_over_reference"] == rows[0]["one_task_over_reference"] == 1.0
+    assert set(rows[1]["mixed_per_example_overhead"]) == {"value", "target", "met"}
+    assert rows[1]["export_bytes"] > rows[0]["export_bytes"] > 0
+  assert "Mixed batch ms / example" in process.stdout
+
