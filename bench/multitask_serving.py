@@ -381,8 +381,9 @@ def _measure_scaling():
       for kind, tasks in batches.items():
         if kind == "mixed" and number == "1":
           continue  # The same batch as the one-task one.
+        tasks = tf.constant(tasks)
         runs[_scaling_setup(method, number, kind)] = (
-            lambda routed=routed, tasks=tf.constant(tasks):
+            lambda routed=routed, tasks=tasks:
             routed(task=tasks, text=texts)["probabilities"].numpy())
   seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
   return dict(times={name: harness.summarize_ms(s) for name, s in seconds.items()},

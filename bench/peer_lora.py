@@ -125,10 +125,10 @@ def measure(library, batch_path, *, threads, warmup, steps, lr=1e-4, seed=0):
   model.train()  # Dropout on (p=0.1), as in fine-tuning.
   params = [p for p in model.parameters() if p.requires_grad]
   optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-  frozen = dict(model.named_parameters())
-  query = next(p for n, p in frozen.items()
-               if n.endswith("layer.0.attention.self.query.weight")
-               or n.endswith("layer.0.attention.self.query.base_layer.weight"))
+  # A frozen base kernel (peft wraps it as `base_layer`), checked unchanged after the steps.
+  query = next(p for n, p in model.named_parameters()
+               if n.endswith(("layer.0.attention.self.query.weight",
+                              "layer.0.attention.self.query.base_layer.weight")))
   query_before = query.detach().clone()
   losses = []
 
