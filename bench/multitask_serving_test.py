@@ -60,7 +60,7 @@ def test_task_scaling_alone_is_added_to_the_record_keeping_its_other_keys(tmp_pa
   process = subprocess.run(
       [sys.executable, _SCRIPT, "--only_task_scaling", f"--hub_handle={hub_handle}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--output={output}",
-       "--scaling_methods=lora,ia3", "--scaling_num_tasks=1,2", "--scaling_distinct_tasks=1",
+       "--scaling_methods=lora", "--scaling_num_tasks=1,2", "--scaling_distinct_tasks=1",
        "--scaling_batch_size=5", "--seq_length=16", "--steps=1", "--warmup_steps=0"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
@@ -70,10 +70,11 @@ def test_task_scaling_alone_is_added_to_the_record_keeping_its_other_keys(tmp_pa
   scaling = record["task_scaling"]
   assert scaling["provenance"]["command"].startswith("bench/multitask_serving.py")
   assert scaling["machine"]["cpu_count"] > 0 and "cpu_model" in scaling["machine"]
+  # (IA)³'s stacked layers take the same path; their mixed batches are checked exactly by
+  # keras_adapters/serving/multitask_export_test.py.
   assert set(scaling["times"]) == {
-      "lora, 1 tasks, one_task", "lora, 2 tasks, one_task", "lora, 2 tasks, mixed",
-      "ia3, 1 tasks, one_task", "ia3, 2 tasks, one_task", "ia3, 2 tasks, mixed"}
-  for method in ("lora", "ia3"):
+      "lora, 1 tasks, one_task", "lora, 2 tasks, one_task", "lora, 2 tasks, mixed"}
+  for method in ("lora",):
     rows = scaling["by_method"][method]
     assert [row["num_tasks"] for row in rows] == [1, 2]
     assert rows[0]["mixed_over_reference"] == rows[0]["one_task_over_reference"] == 1.0
