@@ -25,7 +25,8 @@ Results go to bench/results/accelerator_proxies.json and a Markdown table on std
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
@@ -35,7 +36,6 @@ from absl import flags
 import tf_keras as keras
 
 import harness
-import keras_adapters
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import precision
 

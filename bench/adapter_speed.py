@@ -20,7 +20,8 @@ Results go to bench/results/adapter_speed.json and a Markdown table on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
@@ -28,7 +29,6 @@ from absl import flags
 import tensorflow as tf
 
 import harness
-import keras_adapters
 
 _NUM_CLASSES = 3
 # Targets of the issue "Benchmark bench/". A full step costs about 3 forward passes (forward,

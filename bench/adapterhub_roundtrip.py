@@ -25,7 +25,8 @@ does not install it). Results go to bench/results/adapterhub_roundtrip.json: `pl
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
@@ -39,7 +40,6 @@ from absl import flags
 import numpy as np
 
 import harness
-import keras_adapters
 from keras_adapters.hub import hub_encoder
 from keras_adapters.interop import adapterhub
 from keras_adapters.interop import adapterhub_test

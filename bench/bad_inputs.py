@@ -18,7 +18,8 @@ no timing benchmark: it may run on a busy machine. `bad_inputs_test.py` runs eac
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters  # pylint: disable=unused-import
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position

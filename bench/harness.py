@@ -7,12 +7,12 @@ allocators for the next. A child prints one JSON object as its last line of stdo
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters  # pylint: disable=unused-import
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
 import platform
-import re
 import resource
 import statistics
 import subprocess
@@ -32,6 +32,7 @@ from keras_adapters.models import parameter_summary
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
@@ -239,35 +240,53 @@ def write_record(path: str, record: Mapping[str, Any]) -> None:
 
 
 def machine_info() -> Dict[str, Any]:
-  """The machine and software the figures were measured on."""
+  """The machine and software the figures were measured on, with the kernels chosen."""
   return dict(platform=platform.platform(), processor=platform.processor(),
-              cpu_count=os.cpu_count(), **cpu_info(), python=platform.python_version(),
+              **cpu_kernels.machine_record(), python=platform.python_version(),
               tensorflow=tf.__version__)
 
 
-# The instruction sets that decide how fast TensorFlow's CPU kernels run (oneDNN picks its
-# kernels by them): x86's SSE, AVX, AVX-512, FMA and AMX, Arm's NEON/ASIMD and SVE.
-_VECTOR_EXTENSION = re.compile(r"^(sse\w*|ssse3|avx\w*|fma\w*|f16c|amx\w*|neon|asimd\w*|sve\w*)$")
+def define_peer_flags() -> None:
+  """Defines where the PyTorch peers are: `--peer_dir` (the AdapterHub harness's folder) and
+  `--peer_python` (its venv's Python, which has `adapters` and `peft`)."""
+  flags.DEFINE_string(
+      "peer_dir", os.environ.get("ADAPTERHUB_PEER_DIR",
+                                 os.path.join(os.path.dirname(_REPO_DIR), "shared", "peer")),
+      "Folder of the AdapterHub harness (bench_peer.py, run_airline.py, synthetic_batch.npz); "
+      "default: $ADAPTERHUB_PEER_DIR, else ../shared/peer beside the repository.")
+  flags.DEFINE_string(
+      "peer_python", os.environ.get(
+          "ADAPTERHUB_PEER_PYTHON",
+          os.path.expanduser("~/.cache/adapterhub-peer/venv/bin/python")),
+      "Python of the harness's venv (adapters, peft); default: $ADAPTERHUB_PEER_PYTHON, else "
+      "~/.cache/adapterhub-peer/venv/bin/python.")
 
 
-def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, Any]:
-  """The CPU's model name and its vector extensions, as Linux's `cpuinfo` lists them.
+def peer_env(**extra: str) -> Dict[str, str]:
+  """This environment, offline for Hugging Face's libraries, with `extra` on top."""
+  return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)
 
-  A time means little without them: TensorFlow's oneDNN kernels use AVX-512 (and its
-  bfloat16 instructions) where the CPU has it, and slower ones where it does not. Both are
-  `None` where the file is missing (not Linux).
+
+def run_peer(command: Sequence[str], env: Mapping[str, str]) -> Tuple[Dict[str, Any], str]:
+  """Runs a PyTorch peer's command; returns the JSON of its last stdout line, and its stderr.
+
+  Raises:
+    RuntimeError: If it fails or prints nothing, with the end of its stderr.
   """
-  try:
-    with open(cpuinfo, encoding="utf-8") as f:
-      text = f.read()
-  except OSError:
-    return dict(cpu_model=None, vector_extensions=None)
-  model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-  features = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
-  return dict(cpu_model=model.group(1).strip() if model else None,
-              vector_extensions=sorted(
-                  name for name in features.group(1).split() if _VECTOR_EXTENSION.match(name))
-              if features else None)
+  process = subprocess.run(list(command), capture_output=True, text=True, env=dict(env),
+                           check=False)
+  lines = process.stdout.strip().splitlines()
+  if process.returncode or not lines:
+    raise RuntimeError(f"The PyTorch peer failed ({' '.join(command[:2])}, status "
+                       f"{process.returncode}):\n{process.stderr[-4000:]}")
+  return json.loads(lines[-1]), process.stderr
+
+
+def run_peer_step(peer_python: str, env: Mapping[str, str], **arguments: Any) -> Dict[str, Any]:
+  """bench/peer_step.py's training steps with `arguments` as its flags, in a fresh process."""
+  command = [peer_python, os.path.join(_REPO_DIR, "bench", "peer_step.py")] + [
+      f"--{name}={value}" for name, value in arguments.items() if value is not None]
+  return run_peer(command, env)[0]
 
 
 def run_child(script: str, child: str, flag_values: Mapping[str, Any]) -> Dict[str, Any]:

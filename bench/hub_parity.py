@@ -16,7 +16,8 @@ Results go to bench/results/hub_parity.json and a Markdown table on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
@@ -28,7 +29,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
-import keras_adapters
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.utils import atomic_io

@@ -11,7 +11,7 @@ AdapterHub harness's batch of 32 x 128 token ids (`synthetic_batch.npz`, 2 class
 * peft 0.21: `get_peft_model(BertForSequenceClassification, LoraConfig(task_type="SEQ_CLS",
   r=8, lora_alpha=8, target_modules=["query", "value"]))`;
 
-the PyTorch sides by bench/peer_lora.py in the harness's venv (`--peer_python`), all on
+the PyTorch sides by bench/peer_step.py in the harness's venv (`--peer_python`), all on
 all-MiniLM-L6-v2. They are timed in turns, ours, AdapterHub, peft, ours, ... (`--rounds`), each
 setup in a fresh process: `--warmup_steps` untimed steps, then `--steps` steps each timed alone
 (forward, loss, backward, one optimiser update, the loss read back as a number); the figure is
@@ -44,13 +44,12 @@ Results go to bench/results/lora_speed.json and Markdown tables on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import json
 import shutil
 import statistics
-import subprocess
 import tempfile
 
 from absl import app
@@ -62,7 +61,6 @@ import tensorflow_text  # pylint: disable=unused-import  (the preprocessing mode
 import tf_keras as keras
 
 import harness
-import keras_adapters
 from keras_adapters.data import builtin_datasets
 from keras_adapters.models import classifier
 from keras_adapters.models import merging
@@ -91,17 +89,7 @@ flags.DEFINE_integer("infer_steps", 15, "Timed forward passes per inference setu
                      lower_bound=1)
 flags.DEFINE_integer("warmup_steps", 3, "Untimed calls first, per setup and round (ours trace "
                      "the graph in the first).", lower_bound=0)
-flags.DEFINE_string(
-    "peer_dir", os.environ.get("ADAPTERHUB_PEER_DIR",
-                               os.path.join(os.path.dirname(_REPO_DIR), "shared", "peer")),
-    "Folder of the AdapterHub harness (its synthetic_batch.npz); default: "
-    "$ADAPTERHUB_PEER_DIR, else ../shared/peer beside the repository.")
-flags.DEFINE_string(
-    "peer_python", os.environ.get(
-        "ADAPTERHUB_PEER_PYTHON",
-        os.path.expanduser("~/.cache/adapterhub-peer/venv/bin/python")),
-    "Python of the harness's venv (with adapters and peft); default: $ADAPTERHUB_PEER_PYTHON, "
-    "else ~/.cache/adapterhub-peer/venv/bin/python.")
+harness.define_peer_flags()
 flags.DEFINE_string("hub_handle", None,
                     "TF Hub BERT encoder; default: the embedded all-MiniLM-L6-v2, the peers' "
                     "model.")
@@ -228,19 +216,11 @@ def _measure_infer():
 
 
 def _measure_peer(library):
-  """One PyTorch side's step, by bench/peer_lora.py in the harness's venv, fresh process."""
-  command = [FLAGS.peer_python, os.path.join(_BENCH_DIR, "peer_lora.py"),
-             f"--library={library}",
-             f"--batch={os.path.join(FLAGS.peer_dir, 'synthetic_batch.npz')}",
-             f"--threads={os.cpu_count()}", f"--warmup={FLAGS.warmup_steps}",
-             f"--steps={FLAGS.steps}"]
-  process = subprocess.run(command, capture_output=True, text=True, check=False,
-                           env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
-  lines = process.stdout.strip().splitlines()
-  if process.returncode or not lines:
-    raise RuntimeError(f"peer_lora.py --library={library} failed (status "
-                       f"{process.returncode}):\n{process.stderr[-4000:]}")
-  return json.loads(lines[-1])
+  """One PyTorch side's step, by bench/peer_step.py in the harness's venv, fresh process."""
+  return harness.run_peer_step(
+      FLAGS.peer_python, harness.peer_env(), library=library, method="lora",
+      batch=os.path.join(FLAGS.peer_dir, "synthetic_batch.npz"), threads=os.cpu_count(),
+      warmup=FLAGS.warmup_steps, steps=FLAGS.steps)
 
 
 def round_ratios(train):

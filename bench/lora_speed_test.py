@@ -1,6 +1,6 @@
 """Fast test of bench/lora_speed.py: no timing, only what it runs, compares and records.
 
-A stand-in for the peers' Python (fixed step times, printed as bench/peer_lora.py prints them)
+A stand-in for the peers' Python (fixed step times, printed as bench/peer_step.py prints them)
 lets one whole run go through our training step, the exports and every inference setup on the
 tiny test encoders, and the record.
 """
@@ -29,7 +29,7 @@ def _fake_peers(folder, vocab_size):
   python = folder / "python"
   python.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
       import json, sys
-      assert sys.argv[1].endswith("peer_lora.py"), sys.argv
+      assert sys.argv[1].endswith("peer_step.py"), sys.argv
       args = dict(a[2:].split("=", 1) for a in sys.argv[2:])
       ms = {_PEER_MS!r}[args["library"]]
       print(json.dumps(dict(

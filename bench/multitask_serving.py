@@ -44,7 +44,8 @@ machine:
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
@@ -60,7 +61,6 @@ import tensorflow_hub as hub
 import tensorflow_text  # pylint: disable=unused-import  (the preprocessing models' ops)
 
 import harness
-import keras_adapters
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
 from keras_adapters.serving import multitask_export

@@ -15,7 +15,8 @@ Results go to bench/results/op_profile.json and a Markdown table on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
@@ -26,7 +27,6 @@ import tensorflow as tf
 
 import harness
 import profiler_trace
-import keras_adapters
 
 _NUM_CLASSES = 3
 _SETUPS = ("adapters", "layer_norm", "full")

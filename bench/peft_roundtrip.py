@@ -20,9 +20,9 @@ Without the harness's venv it says where it looked and exits 0 without writing a
 Results go to bench/results/peft_roundtrip.json.
 """
 
-import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
@@ -33,7 +33,6 @@ from absl import flags
 
 import adapterhub_roundtrip
 import harness
-import keras_adapters
 from keras_adapters.hub import hub_encoder
 from keras_adapters.interop import adapterhub_test
 from keras_adapters.interop import peft

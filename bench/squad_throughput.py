@@ -25,7 +25,8 @@ Results go to bench/results/squad_throughput.json and Markdown tables on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import shutil
@@ -38,7 +39,6 @@ import tensorflow as tf
 import tf_keras as keras
 
 import harness
-import keras_adapters
 from keras_adapters.models import span_labeler
 from keras_adapters.data import squad
 from keras_adapters.data import squad_features

@@ -14,7 +14,8 @@ Results go to bench/results/training_throughput.json and a Markdown table on std
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import statistics
@@ -26,7 +27,6 @@ import numpy as np
 import tensorflow_hub as hub
 
 import harness
-import keras_adapters
 from keras_adapters.data import builtin_datasets
 from keras_adapters.data import features
 from keras_adapters.data import splits as splits_lib

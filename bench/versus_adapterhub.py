@@ -52,7 +52,8 @@ and Markdown tables on stdout.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import hashlib
@@ -61,7 +62,6 @@ import json
 import platform
 import re
 import statistics
-import subprocess
 import tempfile
 
 from absl import app
@@ -70,7 +70,6 @@ import numpy as np
 import tensorflow as tf
 
 import harness
-import keras_adapters
 from keras_adapters.data import builtin_datasets
 from keras_adapters.utils import provenance
 
@@ -123,17 +122,7 @@ flags.DEFINE_integer("airline_steps", 50,
                      "Timed adapter training steps on the airline training split per round, "
                      f"after {_AIRLINE_WARMUP_STEPS} untimed one, ours and theirs; 0 skips the "
                      "comparison.", lower_bound=0)
-flags.DEFINE_string(
-    "peer_dir", os.environ.get("ADAPTERHUB_PEER_DIR",
-                               os.path.join(os.path.dirname(_REPO_DIR), "shared", "peer")),
-    "Folder of the AdapterHub harness (bench_peer.py, run_airline.py, synthetic_batch.npz); "
-    "default: $ADAPTERHUB_PEER_DIR, else ../shared/peer beside the repository.")
-flags.DEFINE_string(
-    "peer_python", os.environ.get(
-        "ADAPTERHUB_PEER_PYTHON",
-        os.path.expanduser("~/.cache/adapterhub-peer/venv/bin/python")),
-    "Python of the harness's venv; default: $ADAPTERHUB_PEER_PYTHON, else "
-    "~/.cache/adapterhub-peer/venv/bin/python.")
+harness.define_peer_flags()
 flags.DEFINE_string("hub_handle", None,
                     "TF Hub BERT encoder; default: the embedded all-MiniLM-L6-v2, the harness's "
                     "model.")
@@ -192,20 +181,6 @@ def _measure_ours(mode):
               peak_rss_mib=harness.peak_rss_mib())
 
 
-def _peer_env(**extra):
-  return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)
-
-
-def _run_peer(command, env):
-  """Runs a harness command; returns the JSON of its last stdout line, and its stderr."""
-  process = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-  lines = process.stdout.strip().splitlines()
-  if process.returncode or not lines:
-    raise RuntimeError(f"The AdapterHub harness failed ({' '.join(command[:2])}, status "
-                       f"{process.returncode}):\n{process.stderr[-4000:]}")
-  return json.loads(lines[-1]), process.stderr
-
-
 def _measure_theirs(work_dir):
   """One round of the harness's four modes, each in its own fresh process.
 
@@ -213,14 +188,14 @@ def _measure_theirs(work_dir):
     Mode → figures (`median_ms`, `warmup_steps`, `timed_steps`, `contended`, `peak_rss_mib`),
     and what the harness reported of itself (`env`: its versions; `threads`: PyTorch's).
   """
-  record, _ = _run_peer(
+  record, _ = harness.run_peer(
       [FLAGS.peer_python, os.path.join(FLAGS.peer_dir, "bench_peer.py"), "--rounds=1",
        f"--steps={FLAGS.steps}", f"--infer-steps={FLAGS.infer_steps}",
        f"--warmup={FLAGS.warmup_steps}", f"--workdir={work_dir}",
        f"--out={os.path.join(work_dir, 'peer.json')}",
        # Our children have ended before it starts: a busy machine is someone else's load, and
        # the harness records it per step.
-       "--wait-idle=60"], _peer_env())
+       "--wait-idle=60"], harness.peer_env())
   summary, settings = record["summary"], record["settings"]
   median_key = {"train_adapter": "train_step_ms_median_adapter",
                 "train_full": "train_step_ms_median_full",
@@ -304,11 +279,11 @@ def _airline_theirs(data_dir):
     versions; `threads`: PyTorch's).
   """
   all_steps = _AIRLINE_WARMUP_STEPS + FLAGS.airline_steps
-  record, stderr = _run_peer(
+  record, stderr = harness.run_peer(
       [FLAGS.peer_python, os.path.join(FLAGS.peer_dir, "run_airline.py"), "--method=adapters",
        "--epochs=1", f"--max-steps={all_steps}",
        f"--batch={_AIRLINE_BATCH_SIZE}", f"--max-length={_AIRLINE_MAX_LENGTH}"],
-      _peer_env(PEER_DATA=data_dir))
+      harness.peer_env(PEER_DATA=data_dir))
   (epoch,) = record["epochs"]
   if epoch["steps"] != all_steps:
     raise RuntimeError(f"run_airline.py trained {epoch['steps']} steps, not {all_steps}.")
@@ -452,7 +427,7 @@ def _peer_versions():
            "    return None\n"
            f"print(json.dumps(dict(python=platform.python_version(), packages={{n: version(n) "
            f"for n in {_PEER_PACKAGES!r}}})))\n")
-  versions, _ = _run_peer([FLAGS.peer_python, "-c", query], _peer_env())
+  versions, _ = harness.run_peer([FLAGS.peer_python, "-c", query], harness.peer_env())
   return versions
 
 

@@ -190,6 +190,6 @@ def test_one_round_against_a_stand_in_harness(tmp_path):
       name: hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
       for name in ("bench_peer.py", "run_airline.py")}
   assert "not AdapterHub's own" in theirs["harness"]["written_by"]
-  assert set(record["provenance"]) == {"command", "code", "packages", "date_utc"}
+  assert set(record["provenance"]) == {"command", "code", "packages", "date_utc", "machine"}
   assert record["provenance"]["command"].startswith("bench/versus_adapterhub.py ")
   assert "--airline_steps=2" in record["provenance"]["command"]

@@ -5,6 +5,11 @@ import os
 # TF Hub and tf_keras are Keras 2 only: pick Keras 2 before TensorFlow resolves `tf.keras`.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+# The fastest correct CPU kernels (oneDNN on every x86-64 CPU), unless the user chose.
+from keras_adapters.utils import cpu_kernels as _cpu_kernels  # pylint: disable=g-import-not-at-top
+
+_cpu_kernels.choose_before_tensorflow()
+
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from keras_adapters.hub.adapter_artifact import PreprocessingConfig
 from keras_adapters.hub.default_model import default_hub_handle

@@ -176,7 +176,8 @@ class WriteTest(absltest.TestCase):
     path = os.path.join(folder, "grid.json")
     written = grid.write(path, dict(model_dir=os.path.join(os.getcwd(), "runs", "a"), n=1))
     self.assertEqual(written["model_dir"], os.path.join("runs", "a"))
-    self.assertEqual(set(written[provenance.KEY]), {"command", "code", "packages", "date_utc"})
+    self.assertEqual(set(written[provenance.KEY]),
+                     {"command", "code", "packages", "date_utc", "machine"})
     with open(path, encoding="utf-8") as f:
       self.assertEqual(json.load(f), written)
     self.assertEqual(os.listdir(folder), ["grid.json"])  # No temporary file left behind.

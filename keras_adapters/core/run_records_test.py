@@ -67,7 +67,7 @@ class RunRecordsTest(tf.test.TestCase):
     before = dict(command="an older session", code=dict(commit="0" * 40))
     first = run_records.record_session(self.model_dir, [before])
     self.assertEqual(first[0], before)  # A run's earlier sessions start a new file.
-    self.assertEqual(set(first[1]), {"command", "code", "packages", "date_utc"})
+    self.assertEqual(set(first[1]), {"command", "code", "packages", "date_utc", "machine"})
     second = run_records.record_session(self.model_dir, [])  # The file is what counts now.
     self.assertEqual(second[:2], first)
     self.assertLen(second, 3)

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+from keras_adapters.utils import cpu_kernels
+
 KEY = "provenance"
 
 # The packages whose versions change results: the numerics (tensorflow, tf-keras, numpy), the
@@ -44,12 +46,13 @@ def record(argv: Optional[Sequence[str]] = None, repo_dir: str = REPO_DIR,
   Returns:
     `command` (the program relative to the repository, then its arguments), `code`
     (see `code_version`), `packages` (name → version, `None` where not installed) and
-    `date_utc` (ISO 8601, seconds).
+    `date_utc` (ISO 8601, seconds) and `machine` (the CPU, its vector extensions and the
+    kernels chosen: `cpu_kernels.machine_record`), which every time in the record depends on.
   """
   argv = list(sys.argv if argv is None else argv)
   now = now or datetime.datetime.now(datetime.timezone.utc)
   return dict(command=command_line(argv, repo_dir), code=code_version(repo_dir),
-              packages=package_versions(),
+              packages=package_versions(), machine=cpu_kernels.machine_record(),
               date_utc=now.astimezone(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 

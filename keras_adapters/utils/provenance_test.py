@@ -6,6 +6,7 @@ import subprocess
 
 import tensorflow as tf
 
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import provenance
 
 
@@ -23,11 +24,15 @@ class ProvenanceTest(tf.test.TestCase):
                      tf.__version__.split(".")[:2])
     self.assertRegex(record["code"]["commit"], r"^[0-9a-f]{40}$")
     self.assertIsInstance(record["code"]["clean"], bool)
+    # Every time in a record depends on the CPU and the kernels chosen for it.
+    self.assertEqual(record["machine"]["kernels"], cpu_kernels.choice())
+    self.assertIn("vector_extensions", record["machine"])
 
   def test_stamped_adds_the_record_under_its_key(self):
     stamped = provenance.stamped(dict(score=1.5))
     self.assertEqual(stamped["score"], 1.5)
-    self.assertEqual(set(stamped[provenance.KEY]), {"command", "code", "packages", "date_utc"})
+    self.assertEqual(set(stamped[provenance.KEY]),
+                     {"command", "code", "packages", "date_utc", "machine"})
 
   def test_program_outside_the_repository_is_kept(self):
     self.assertEqual(provenance.command_line(["/usr/bin/pytest", "-q"]), "/usr/bin/pytest -q")
