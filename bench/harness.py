@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.methods import lora
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import parameter_summary
@@ -39,13 +40,15 @@ from keras_adapters.utils import provenance
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
 
-# The adapter size the speed targets are stated for.
+# The adapter size and the LoRA rank (alpha equal to it) the speed targets are stated for.
 ADAPTER_SIZE = 64
+LORA_RANK = 8
 
 # `AdaptedBert` arguments of each measured tuning policy; "full" has no adapters, so it is
 # also the plain-BERT baseline of inference.
 SETUPS = {
     "adapters": dict(adapter_size=ADAPTER_SIZE, tuning="adapters"),
+    "lora": dict(adapter_config=lora.LoRAConfig(r=LORA_RANK, alpha=LORA_RANK)),
     "layer_norm": dict(adapter_size=None, tuning="layer_norm"),
     "full": dict(adapter_size=None, tuning="full"),
 }
@@ -233,6 +236,18 @@ def peak_rss_mib() -> float:
   return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
+def resident_mib() -> Optional[float]:
+  """This process's resident memory now (Linux's VmRSS), in MiB; `None` elsewhere."""
+  try:
+    with open("/proc/self/status", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("VmRSS:"):
+          return int(line.split()[1]) / 1024
+  except OSError:
+    pass
+  return None
+
+
 def write_record(path: str, record: Mapping[str, Any]) -> None:
   """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
   or as handles (`paths.portable`) and how it was made (`provenance.KEY`)."""
@@ -289,13 +304,15 @@ def run_peer_step(peer_python: str, env: Mapping[str, str], **arguments: Any) ->
   return run_peer(command, env)[0]
 
 
-def run_child(script: str, child: str, flag_values: Mapping[str, Any]) -> Dict[str, Any]:
+def run_child(script: str, child: str, flag_values: Mapping[str, Any],
+              env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
   """Runs `script --child=<child>` in a fresh Python and returns the JSON it reports.
 
   Args:
     script: Path of the benchmark script; it must call `report_to_parent` in child mode.
     child: What the child measures, passed as `--child`.
     flag_values: Flags to pass on, by name; `None` values are left out (flag default).
+    env: Variables set in the child's environment on top of this one's.
 
   Returns:
     The child's JSON object.
@@ -305,7 +322,8 @@ def run_child(script: str, child: str, flag_values: Mapping[str, Any]) -> Dict[s
   """
   command = [sys.executable, script, f"--child={child}"] + [
       f"--{name}={value}" for name, value in flag_values.items() if value is not None]
-  process = subprocess.run(command, capture_output=True, text=True, check=False)
+  process = subprocess.run(command, capture_output=True, text=True, check=False,
+                           env=dict(os.environ, **(env or {})))
   lines = process.stdout.strip().splitlines()
   if process.returncode or not lines:
     raise RuntimeError(f"Child {child!r} exited with status {process.returncode}:\n"

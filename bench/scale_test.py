@@ -1,0 +1,116 @@
+"""Fast test of bench/scale.py: no timing, only what it runs, records and resumes.
+
+A tiny Model Garden export with BERT's 128 positions stands in for the default shape and a
+stand-in for AdapterHub's Python prints fixed figures as bench/peer_step.py prints them.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import scale
+from keras_adapters.hub import testing
+
+_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale.py")
+_THEIR_STEP_MS = 500.0
+_THEIR_PEAK_MIB = 400.0
+
+
+def _fake_adapterhub(folder):
+  python = folder / "python"
+  python.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
+      import json, sys
+      assert sys.argv[1].endswith("peer_step.py"), sys.argv
+      args = dict(a[2:].split("=", 1) for a in sys.argv[2:])
+      assert args["library"] == "adapterhub" and args["shape"] == "minilm", args
+      print(json.dumps(dict(
+          median_ms={_THEIR_STEP_MS}, times_ms=[{_THEIR_STEP_MS}], baseline_rss_mib=300.0,
+          peak_over_baseline_mib={_THEIR_PEAK_MIB}, params=dict(trainable=1, total=2),
+          foreign_cpu_cores=dict(mean=0.0), versions=dict(packages=dict(adapters="1.3.0")),
+          method=args["method"], seq_length=int(args["seq_length"]))))
+      """))
+  python.chmod(python.stat().st_mode | stat.S_IEXEC)
+  return python
+
+
+def _run(tmp_path, *extra):
+  encoder = tmp_path / "encoder"
+  if not encoder.exists():
+    testing.save_tiny_hub_encoder(str(encoder), max_sequence_length=128)
+  command = [sys.executable, _SCRIPT, "--shapes=default", "--seq_lengths=128",
+             f"--hub_handle={encoder}", f"--preprocess_handle={testing.tiny_preprocess_handle()}",
+             f"--peer_python={_fake_adapterhub(tmp_path)}", f"--work_dir={tmp_path / 'work'}",
+             f"--output={tmp_path / 'scale.json'}", "--steps=1", "--warmup_steps=1",
+             "--infer_steps=1", "--distinct_tasks=2", *extra]
+  process = subprocess.run(command, capture_output=True, text=True, check=False)
+  assert process.returncode == 0, process.stderr[-4000:]
+  return process.stdout, json.loads((tmp_path / "scale.json").read_text())
+
+
+def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
+  stdout, record = _run(tmp_path, "--methods=adapters,full", "--num_tasks=2")
+  rows = {scale.row_key(row): row for row in record["rows"]}
+  assert set(rows) == {(mode, library, "default", 128, method, "native")
+                       for mode, library, method in [
+                           ("train", "keras_adapters", "adapters"),
+                           ("train", "adapterhub", "adapters"),
+                           ("train", "keras_adapters", "full"),
+                           ("train", "adapterhub", "full"),
+                           ("infer", "keras_adapters", "plain"),
+                           ("infer", "keras_adapters", "adapters")]}
+  ours = rows[("train", "keras_adapters", "default", 128, "adapters", "native")]
+  full = rows[("train", "keras_adapters", "default", 128, "full", "native")]
+  assert ours["batch"] == 32 and ours["step_ms"] > 0 and ours["peak_mb"] > 0
+  # Full fine-tuning trains every weight, the adapters' run a part (m=64 outgrows the tiny
+  # base, so no more can be said here).
+  assert full["trainable_params"] == full["total_params"]
+  assert 0 < ours["trainable_params"] < ours["total_params"]
+  theirs = rows[("train", "adapterhub", "default", 128, "adapters", "native")]
+  assert (theirs["step_ms"], theirs["peak_mb"]) == (_THEIR_STEP_MS, _THEIR_PEAK_MIB)
+  (tasks,) = record["tasks"]
+  assert tasks["num_tasks"] == 2 and tasks["distinct_tasks_in_batch"] == 2
+  assert tasks["size_mb"] > tasks["artifact_mb"] > 0 and tasks["load_s"] > 0
+  assert tasks["mixed_latency_ratio"] == tasks["mixed_ms"] / tasks["one_task_ms"]
+  checks = {(check["name"], check.get("seq")) for check in record["targets"]}
+  assert checks == {("adapter_step_over_adapterhub", 128), ("adapter_peak_over_adapterhub", 128),
+                    ("adapter_inference_over_plain", 128),
+                    ("tasks_size_over_base_plus_artifacts", None), ("mixed_latency_ratio", None)}
+  step_check = next(c for c in record["targets"] if c["name"] == "adapter_step_over_adapterhub")
+  assert step_check["value"] == ours["step_ms"] / _THEIR_STEP_MS
+  assert record["machine"]["kernels"]["chosen_by"]
+  assert record["provenance"]["command"].startswith("bench/scale.py")
+  assert "Measuring" in stdout and (tmp_path / "scale_tasks.png").exists()
+  assert (tmp_path / "scale_steps.png").exists()
+
+  # A rerun measures only what is missing: here, the emulated AVX2 CPU's rows of ours with
+  # TensorFlow's default kernels there, which AdapterHub has no counterpart of.
+  stdout, again = _run(tmp_path, "--methods=adapters,full", "--num_tasks=2",
+                       "--isa=avx2_eigen", "--inference=false")
+  assert again["rows"][:len(record["rows"])] == record["rows"]
+  added = again["rows"][len(record["rows"]):]
+  assert {(row["library"], row["method"], row["isa"]) for row in added} == {
+      ("keras_adapters", "adapters", "avx2_eigen"), ("keras_adapters", "full", "avx2_eigen")}
+  assert stdout.count("Measuring") == 2 and again["tasks"] == record["tasks"]
+
+
+def test_mixed_batch_spreads_over_as_many_tasks_as_fit():
+  assert scale.mixed_tasks(1, 4) == ["task0"] * 4
+  assert scale.mixed_tasks(2, 4) == ["task0", "task1", "task0", "task1"]
+  assert sorted(set(scale.mixed_tasks(128, 32))) == sorted(f"task{4 * i}" for i in range(32))
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--shapes=huge", "--shapes takes default, base, large"),
+    ("--seq_lengths=256", "--seq_lengths takes 128, 512"),
+])
+def test_bad_flags_are_refused_in_one_line(tmp_path, flag, message):
+  process = subprocess.run([sys.executable, _SCRIPT, flag, f"--output={tmp_path / 'x.json'}",
+                            "--libraries=keras_adapters"], capture_output=True, text=True,
+                           check=False)
+  assert process.returncode != 0 and message in process.stderr
+  assert not (tmp_path / "x.json").exists()
