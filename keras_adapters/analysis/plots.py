@@ -18,7 +18,11 @@ from keras_adapters.utils import atomic_io
 _METHOD_STYLES = dict(adapters=("tab:orange", "o", "adapters"),
                       top_k=("tab:blue", "s", "fine-tune top k layers"),
                       layer_norm=("tab:green", "^", "LayerNorm only"),
-                      full=("black", "D", "full fine-tuning"))
+                      full=("black", "D", "full fine-tuning"),
+                      lora=("tab:purple", "v", "LoRA"),
+                      ia3=("tab:brown", "P", "(IA)³"))
+# The field a point of the trade-off is labelled by, and its letter.
+_POINT_TAGS = (("adapter_size", "m"), ("top_k", "k"), ("lora_r", "r"))
 
 
 def plot_study(summary: Mapping[str, Any], path: str) -> str:
@@ -97,11 +101,10 @@ def _tradeoff(fig, summary):
                   [p["mean"] - full for p in points], yerr=[p["sem"] for p in points],
                   color=color, marker=marker, capsize=3, label=label)
     for p in points:
-      tag = p.get("adapter_size") or p.get("top_k")
-      if tag:
-        axes.annotate(f"{'m' if method == 'adapters' else 'k'}={tag}",
-                      (p["trainable_parameters"], p["mean"] - full), fontsize=6,
-                      textcoords="offset points", xytext=(3, 3))
+      for field, letter in _POINT_TAGS:
+        if p.get(field):
+          axes.annotate(f"{letter}={p[field]}", (p["trainable_parameters"], p["mean"] - full),
+                        fontsize=6, textcoords="offset points", xytext=(3, 3))
   axes.axhline(0.0, color="grey", linestyle="--", linewidth=0.8)
   axes.set_xscale("log")
   axes.set_xlabel("trained parameters per task")

@@ -20,7 +20,8 @@ Studies (`build_study`):
     of layers (`ablation.evaluate_spans`). Figure 6, left and centre.
   init_scale: adapter init std over 1e-7 ... 1, one point per decade. Figure 6, right.
   tradeoff: adapters of sizes 2 ... 256, top-k for k = 1 ... L, LayerNorm-only and full
-    fine-tuning, scored against trained parameters. Figures 3 and 4.
+    fine-tuning, and the methods that followed (LoRA of ranks 1 ... 64, (IA)³), scored
+    against trained parameters. Figures 3 and 4.
   learning_rate: adapters and full fine-tuning at learning rates in [2e-5, 1e-3]. Figure 7.
 """
 
@@ -48,12 +49,17 @@ FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)"
 # The settings that studies vary: a trial's folder is named after them.
 VARIED_FIELDS = ("tuning", "adapter_size", "top_k", "adapter_init_stddev", "learning_rate",
                  "epochs", "seed")
+# What the methods after the adapters vary besides: appended to the folder names of their
+# trials only, so the adapters' family keeps the names its trials had before them.
+METHOD_FIELDS = ("method", "lora_r")
+_FIRST_METHOD = "adapters"
 # Fields over which a point keeps its best option (selected on the mean over seeds).
 OPTION_FIELDS = ("learning_rate", "epochs")
 EVAL_SPLIT = "validation"
 
 INIT_STDDEVS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 ADAPTER_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+LORA_RANKS = (1, 2, 4, 8, 16, 64)
 LEARNING_RATES = (2e-5, 5e-5, 1e-4, 3e-4, 1e-3)
 # The paper's budget: its sweep of learning rates for the additional tasks (section 3.3),
 # a denser grid over Figure 7's range, where each rate keeps its best of two epoch counts.
@@ -101,7 +107,10 @@ class Trial:
 
   @property
   def name(self) -> str:
-    return sweep.trial_name(self.config, VARIED_FIELDS)
+    name = sweep.trial_name(self.config, VARIED_FIELDS)
+    if self.settings["method"] != _FIRST_METHOD:
+      name += "," + sweep.trial_name(self.config, METHOD_FIELDS)
+    return name
 
   @property
   def settings(self) -> Dict[str, Any]:
@@ -173,6 +182,10 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
                for k in range(1, num_layers + 1)]
     points += [(dict(method=method), _method(base_config, method, num_layers))
                for method in ("layer_norm", "full")]
+    # alpha stays at its default over the ranks, as Hu et al. keep it (scaling alpha / r).
+    points += [(dict(method="lora", lora_r=rank),
+                _method(base_config, "lora", num_layers, lora_r=rank)) for rank in LORA_RANKS]
+    points.append((dict(method="ia3"), _method(base_config, "ia3", num_layers)))
     for point, config in points:
       trials += _trials(point, _options(config, learning_rates=rates), seeds)
   else:  # learning_rate

@@ -51,12 +51,28 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(sizes, [2, 4, 8, 16, 32, 64, 128, 256])
     self.assertEqual(sorted(dict(p)["top_k"] for p in points if dict(p)["method"] == "top_k"),
                      [1, 2, 3, 4, 5, 6])
-    self.assertLen(study.trials, (8 + 6 + 2) * 3)
+    ranks = sorted(dict(p)["lora_r"] for p in points if dict(p)["method"] == "lora")
+    self.assertEqual(ranks, [1, 2, 4, 8, 16, 64])
+    self.assertLen(study.trials, (8 + 6 + 2 + 6 + 1) * 3)
     for trial in study.trials:
-      if dict(trial.point)["method"] == "top_k":
-        self.assertEqual(trial.config.model.adapter.top_k, dict(trial.point)["top_k"])
+      point = dict(trial.point)
+      if point["method"] == "top_k":
+        self.assertEqual(trial.config.model.adapter.top_k, point["top_k"])
         self.assertEqual(trial.config.model.adapter.tuning, "top_k")
+      if point["method"] == "lora":
+        self.assertEqual(trial.config.model.method, "lora")
+        self.assertEqual(trial.config.model.lora.r, point["lora_r"])
+        self.assertEqual(trial.config.model.lora.alpha, 8.0)  # Kept over the ranks.
+        self.assertEndsWith(trial.name, f",method=lora,lora_r={point['lora_r']}")
+      if point["method"] == "ia3":
+        self.assertEqual(trial.config.model.method, "ia3")
     self.assertEqual(study.figure, "Figures 3-4")
+
+  def test_adapters_trials_keep_the_names_they_had_before_other_methods(self):
+    study = studies.build_study("tradeoff", _BASE, [0], num_layers=2)
+    names = {dict(t.point)["method"]: t.name for t in study.trials}
+    self.assertEqual(names["layer_norm"], "tuning=layer_norm,adapter_size=None,top_k=None,"
+                     "adapter_init_stddev=0.01,learning_rate=0.003,epochs=2,seed=0")
 
   def test_paper_budget_selects_among_the_papers_learning_rates(self):
     study = studies.build_study("tradeoff", _BASE, [0], num_layers=2, paper=True)
