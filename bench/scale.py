@@ -44,8 +44,8 @@ the rows it lacks. The recorded run, with the harness venv installed
   python bench/scale.py --isa=avx2 --shapes=default,base
   python bench/scale.py --isa=avx2_eigen --shapes=default,base --libraries=keras_adapters
 
-Results: bench/results/scale.json (`rows`, `tasks`, `targets`, machine, provenance),
-scale_steps.png and scale_tasks.png beside it, and Markdown tables on stdout.
+Results: bench/results/scale.json (`rows`, `tasks`, `targets`, machine, provenance), and
+beside it scale.md (its tables, also on stdout), scale_steps.png and scale_tasks.png.
 """
 
 import os
@@ -382,24 +382,61 @@ def targets(rows, tasks):
   return checks
 
 
-def _tables(record):
-  rows = sorted(record["rows"], key=lambda r: (r["isa"], r["mode"], list(SHAPES).index(
-      r["shape"]), r["seq"], r["method"], r["library"]))
-  steps = harness.markdown_table(
-      ["CPU", "mode", "shape", "batch x seq", "method", "library", "step ms", "peak MB"],
-      [[r["isa"], r["mode"], r["shape"], f"{r['batch']} x {r['seq']}", r["method"],
-        r["library"], f"{r['step_ms']:,.0f}",
-        f"{r['peak_mb']:,.0f}" if "peak_mb" in r else "–"] for r in rows])
+def _number(value, spec):
+  return "–" if value is None else format(value, spec)
+
+
+def tables(record):
+  """The record as Markdown: training, inference, many tasks, targets."""
+  found = {row_key(row): row for row in record["rows"]}
+  shapes = list(SHAPES)
+  train = sorted({(r["isa"], shapes.index(r["shape"]), r["seq"], METHODS.index(r["method"]))
+                  for r in record["rows"] if r["mode"] == "train"})
+  lines = []
+  for isa, shape_index, seq, method_index in train:
+    shape, method = shapes[shape_index], METHODS[method_index]
+    ours, theirs = (found.get(("train", library, shape, seq, method, isa))
+                    for library in LIBRARIES)
+    field = lambda row, key: None if row is None else row[key]
+    ratio = lambda key: (None if ours is None or theirs is None else ours[key] / theirs[key])
+    lines.append([isa, shape, f"{BATCH_OF_LENGTH[seq]} x {seq}", method,
+                  _number(field(ours, "step_ms"), ",.0f"), _number(field(theirs, "step_ms"),
+                                                                   ",.0f"),
+                  _number(ratio("step_ms"), ".2f"), _number(field(ours, "peak_mb"), ",.0f"),
+                  _number(field(theirs, "peak_mb"), ",.0f"), _number(ratio("peak_mb"), ".2f")])
+  training = harness.markdown_table(
+      ["CPU", "shape", "batch x seq", "method", "ours ms", "AdapterHub ms", "ratio",
+       "ours MB", "AdapterHub MB", "ratio"], lines)
+  infer = sorted({(r["isa"], shapes.index(r["shape"]), r["seq"])
+                  for r in record["rows"] if r["mode"] == "infer"})
+  lines = []
+  for isa, shape_index, seq in infer:
+    plain, adapters = (found.get(("infer", "keras_adapters", shapes[shape_index], seq, method,
+                                  isa)) for method in ("plain", "adapters"))
+    lines.append([isa, shapes[shape_index], f"{BATCH_OF_LENGTH[seq]} x {seq}",
+                  _number(plain["step_ms"], ",.0f"), _number(adapters["step_ms"], ",.0f"),
+                  _number(adapters["step_ms"] / plain["step_ms"], ".3f")])
+  inference = harness.markdown_table(
+      ["CPU", "shape", "batch x seq", "plain ms", "with adapters ms", "ratio"], lines)
   tasks = harness.markdown_table(
-      ["tasks", "size MB", "export s", "load s", "RSS MB", "mixed / one-task latency"],
-      [[t["num_tasks"], f"{t['size_mb']:,.1f}", f"{t['export_s']:.1f}", f"{t['load_s']:.1f}",
-        f"{t['rss_mb']:,.0f}", f"{t['mixed_latency_ratio']:.2f}"] for t in record["tasks"]])
+      ["tasks", "size MB", "base + tasks x artifact MB", "export s", "load s", "RSS MB",
+       "mixed / one-task latency"],
+      [[t["num_tasks"], f"{t['size_mb']:,.1f}",
+        f"{t['base_mb'] + t['num_tasks'] * t['artifact_mb']:,.1f}", f"{t['export_s']:.1f}",
+        f"{t['load_s']:.1f}", f"{t['rss_mb']:,.0f}", f"{t['mixed_latency_ratio']:.2f}"]
+       for t in record["tasks"]])
   checks = harness.markdown_table(
       ["target", "where", "value", "bound", "met"],
       [[c["name"], ", ".join(f"{k}={c[k]}" for k in ("shape", "seq", "num_tasks", "isa")
-                             if k in c), f"{c['value']:.2f}", c["target"], c["met"]]
-       for c in record["targets"]])
-  return f"{steps}\n\n{tasks}\n\n{checks}"
+                             if k in c), f"{c['value']:.2f}", c["target"],
+        "yes" if c["met"] else "no"] for c in record["targets"]])
+  machine = record["machine"]
+  return (f"Measured on {machine['cpu_model']} ({machine['cpu_count']} cores), CPUs "
+          "'avx2' and 'avx2_eigen' emulated on it (bench/scale.py's docstring).\n\n"
+          f"Training steps, median ms, and peak memory over the process's footprint before "
+          f"the model, MB:\n\n{training}\n\nInference, median ms per batch:\n\n"
+          f"{inference}\n\nMany tasks in one SavedModel (default base):\n\n{tasks}\n\n"
+          f"Targets:\n\n{checks}\n")
 
 
 def _plot(record, output):
@@ -516,7 +553,9 @@ def main(argv):
   with open(FLAGS.output, encoding="utf-8") as f:
     record = json.load(f)
   _plot(record, FLAGS.output)
-  print(_tables(record))
+  text = tables(record)
+  atomic_io.write_text(os.path.splitext(FLAGS.output)[0] + ".md", text)
+  print(text)
 
 
 if __name__ == "__main__":

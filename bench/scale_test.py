@@ -86,6 +86,7 @@ def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
   assert record["provenance"]["command"].startswith("bench/scale.py")
   assert "Measuring" in stdout and (tmp_path / "scale_tasks.png").exists()
   assert (tmp_path / "scale_steps.png").exists()
+  assert "| default | 32 x 128 | adapters |" in (tmp_path / "scale.md").read_text()
 
   # A rerun measures only what is missing: here, the emulated AVX2 CPU's rows of ours with
   # TensorFlow's default kernels there, which AdapterHub has no counterpart of.
