@@ -10,14 +10,15 @@ anything uses it, the rebuilt encoder is run beside the Hub model on a padded tw
 and must give the same outputs, or the handle is refused naming what differs.
 """
 
+import collections
 import concurrent.futures
 import dataclasses
-import functools
 import hashlib
 import itertools
 import os
 import re
 from typing import Optional
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -106,6 +107,11 @@ class HubEncoderWeights:
   tokenizer: Optional[EncoderTokenizer] = None
   parity: Optional[float] = None
 
+  def without_weights(self) -> "HubEncoderWeights":
+    """What the base is besides its weights: enough to check data against it and name it,
+    at a few kilobytes to hold for a whole run."""
+    return dataclasses.replace(self, weights={})
+
 
 def read_hub_encoder(handle):
   """Loads a TF Hub BERT encoder SavedModel and returns its weights and configuration.
@@ -124,24 +130,68 @@ def read_hub_encoder(handle):
   """
   handle = os.fspath(handle)
   saved_model_pb = os.path.join(handle, "saved_model.pb")
-  # Several models around one base read it once per process; the modification time keys the
-  # cache so a SavedModel rewritten in place is read again.
-  stamp = os.path.getmtime(saved_model_pb) if os.path.isfile(saved_model_pb) else None
+  # The modification time keys the cache, so a SavedModel rewritten in place is read again.
+  key = (handle, os.path.getmtime(saved_model_pb) if os.path.isfile(saved_model_pb) else None)
+  found = _small_bases.get(key) or _bases_in_use.get(key)
+  if found is not None:
+    return found
   if tf.distribute.has_strategy():
     # Inside a distribution scope the SavedModel's variables would be created distributed and
     # calling it (the parity check) would run cross-worker ops. The scope holds for its own
     # thread only: read in a thread of its own, which yields plain values.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-      return pool.submit(_read_hub_encoder, handle, stamp).result()
-  return _read_hub_encoder(handle, stamp)
+      found = pool.submit(_read_hub_encoder, handle).result()
+  else:
+    found = _read_hub_encoder(handle)
+  _bases_in_use[key] = found
+  if sum(value.nbytes for value in found.weights.values()) <= SMALL_BASE_BYTES:
+    _small_bases[key] = found
+    while len(_small_bases) > _SMALL_BASES_KEPT:
+      _small_bases.popitem(last=False)
+  return found
 
 
-@functools.lru_cache(maxsize=2)
-def _read_hub_encoder(handle, stamp):
-  del stamp  # Only part of the cache key.
+# Several models around one base (a task's, the tasks of a multi-task export, tests) read it
+# once. A small base's read is kept for the next model (the embedded default: 91 MB); a
+# larger one only while something holds it, as a copy kept beside every model built from it
+# would add the base's size to a training run's memory (BERT-large: 1.3 GB).
+SMALL_BASE_BYTES = 128 * 2**20
+_SMALL_BASES_KEPT = 2
+_small_bases = collections.OrderedDict()
+_bases_in_use = weakref.WeakValueDictionary()
+
+
+def clear_cache():
+  """Forgets every base read, so that the next `read_hub_encoder` reads it again."""
+  _small_bases.clear()
+  _bases_in_use.clear()
+
+
+def _read_hub_encoder(handle):
   folder, loaded = _load(handle)
   layer_configs = saved_model_facts.layer_configs(folder)
   _refuse_other_models(handle, loaded, layer_configs)
+  weights = _encoder_weights(handle, loaded)
+  architecture = _infer_config(handle, weights)
+  inputs = probe_inputs(architecture)
+  expected = _hub_outputs(handle, loaded, inputs)
+  tokenizer = _tokenizer(loaded)
+  # The Hub model's variables are not needed past here: freed before the probe's encoder is
+  # built, so that reading a base holds two copies of it at most, not three.
+  del loaded
+  config, parity = _prove_parity(handle, inputs, expected, architecture, weights,
+                                 _recorded_facts(handle, layer_configs))
+  return HubEncoderWeights(
+      handle=handle,
+      config=config,
+      weights=weights,
+      fingerprint=fingerprint(weights),
+      tokenizer=tokenizer,
+      parity=parity)
+
+
+def _encoder_weights(handle, loaded):
+  """Model Garden variable name → numpy value of every encoder variable of `loaded`."""
   lower_case = getattr(loaded, "do_lower_case", None)
   weights = {}
   for variable in saved_model_facts.variables(loaded):
@@ -153,16 +203,7 @@ def _read_hub_encoder(handle, stamp):
     if name in weights:
       raise HubEncoderError(f"The SavedModel at {handle!r} has two variables named {name!r}.")
     weights[name] = variable.numpy()
-  architecture = _infer_config(handle, weights)
-  config, parity = _prove_parity(handle, loaded, architecture, weights,
-                                 _recorded_facts(handle, layer_configs))
-  return HubEncoderWeights(
-      handle=handle,
-      config=config,
-      weights=weights,
-      fingerprint=fingerprint(weights),
-      tokenizer=_tokenizer(loaded),
-      parity=parity)
+  return weights
 
 
 def fingerprint(weights):
@@ -294,8 +335,8 @@ def _activation_name(serialized):
   return _ACTIVATIONS.get(serialized, f"?{serialized}")
 
 
-def _prove_parity(handle, loaded, architecture, weights, facts):
-  """Rebuilds the encoder and compares it with the Hub model on a probe batch.
+def _prove_parity(handle, inputs, expected, architecture, weights, facts):
+  """Rebuilds the encoder and compares it with the Hub model's outputs on the probe batch.
 
   With recorded facts, they are the one candidate; without, each known activation and
   epsilon is tried and the one with parity kept.
@@ -310,8 +351,6 @@ def _prove_parity(handle, loaded, architecture, weights, facts):
   candidates = ([facts] if facts else
                 [dict(activation=a, layer_norm_epsilon=e) for a, e in
                  itertools.product(_CANDIDATE_ACTIVATIONS, _CANDIDATE_EPSILONS)])
-  inputs = probe_inputs(architecture)
-  expected = _hub_outputs(handle, loaded, inputs)
   measured = []
   for candidate in candidates:
     config = {**architecture, **candidate}

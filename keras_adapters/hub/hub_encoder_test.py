@@ -1,9 +1,11 @@
 """Tests for reading TF Hub BERT encoders and copying their weights."""
 
+import gc
 import hashlib
 import os
 import shutil
 from unittest import mock
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -60,11 +62,11 @@ class HubEncoderTest(tf.test.TestCase):
       return layer.kernel.numpy()
 
     def cold_read():
-      hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+      hub_encoder.clear_cache()
       hub_encoder.read_hub_encoder(self.handle)
 
     def read_in_scope():
-      hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+      hub_encoder.clear_cache()
       with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
         hub_encoder.read_hub_encoder(self.handle)
 
@@ -78,11 +80,37 @@ class HubEncoderTest(tf.test.TestCase):
     leaves the policy as it was."""
     for name, _, _ in layers_testing.MIXED_PRECISIONS:
       with self.subTest(precision=name), precision.policy_scope(name):
-        hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+        hub_encoder.clear_cache()
         read = hub_encoder.read_hub_encoder(self.handle)
         self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, name)
         self.assertEqual(read.parity, self.hub_weights.parity)
         self.assertEqual(read.config, self.hub_weights.config)
+
+  def test_small_bases_stay_read_larger_ones_only_while_held(self):
+    """The tiny base is read once for every model around it; a base over
+    `SMALL_BASE_BYTES` is read again once nothing holds its weights, so that no copy of it
+    stays beside the models built from it."""
+    hub_encoder.clear_cache()
+    small = weakref.ref(hub_encoder.read_hub_encoder(self.handle))
+    gc.collect()
+    self.assertIs(hub_encoder.read_hub_encoder(self.handle), small())  # Kept, not read again.
+    with mock.patch.object(hub_encoder, "SMALL_BASE_BYTES", 0):
+      hub_encoder.clear_cache()
+      held = hub_encoder.read_hub_encoder(self.handle)
+      self.assertIs(hub_encoder.read_hub_encoder(self.handle), held)
+      probe = weakref.ref(held)
+      del held
+      gc.collect()
+      self.assertIsNone(probe())
+      self.assertEqual(hub_encoder.read_hub_encoder(self.handle).config,
+                       self.hub_weights.config)
+
+  def test_without_weights_keeps_what_checks_and_names_the_base(self):
+    facts = self.hub_weights.without_weights()
+    self.assertEqual(facts.weights, {})
+    self.assertEqual((facts.config, facts.fingerprint, facts.tokenizer),
+                     (self.hub_weights.config, self.hub_weights.fingerprint,
+                      self.hub_weights.tokenizer))
 
   def test_missing_handle_is_a_clear_error(self):
     """A path that does not exist names itself and the kinds of handle accepted."""

@@ -66,7 +66,9 @@ class ClassificationTask(base_task.Task):
 
   def _read_base(self):
     if self._base is None:
-      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle)
+      # Its weights are not held: the model reads them when it is built, and a large
+      # base's copy would stay beside the model's for the whole run.
+      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle).without_weights()
     return self._base
 
   def prepare(self) -> None:
