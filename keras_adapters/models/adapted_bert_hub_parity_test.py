@@ -64,7 +64,7 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
                                       batch_size=3, seq_length=12)
     expected = hub.KerasLayer(handle)(inputs)
     # Cold: the first policy's layer reads the base, probe included, under that policy.
-    hub_encoder._read_hub_encoder.cache_clear()  # pylint: disable=protected-access
+    hub_encoder.clear_cache()
     for precision_name, _, epsilon in layers_testing.MIXED_PRECISIONS:
       with self.subTest(precision=precision_name):
         with precision.policy_scope(precision_name):
