@@ -41,7 +41,8 @@ def export_encoder(export_dir: str,
                    sp_model_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None,
                    with_mlm: bool = False,
-                   copy_pooler_dense_to_encoder: bool = False) -> str:
+                   copy_pooler_dense_to_encoder: bool = False,
+                   random_stddev: float = 0.3) -> str:
   """Writes a TF Hub BERT encoder SavedModel with `export_tfhub_lib.export_model`.
 
   Args:
@@ -61,6 +62,9 @@ def export_encoder(export_dir: str,
     with_mlm: Whether to export the `mlm` subobject (masked-LM head) too.
     copy_pooler_dense_to_encoder: Whether the encoder's pooler takes the dense layer of the
       next-sentence head, as the Model Garden does for some TF Hub BERTs.
+    random_stddev: Standard deviation of the random weights (LayerNorm scales around 1):
+      0.3 makes a misplaced weight show in a tiny test encoder's outputs; a deep, wide
+      encoder wants BERT's own 0.02, or its activations saturate.
 
   Returns:
     `export_dir`.
@@ -82,7 +86,7 @@ def export_encoder(export_dir: str,
   else:
     checkpointed, items = encoder, dict(encoder=encoder)
   if weights is None:
-    _randomize(checkpointed.weights, seed)
+    _randomize(checkpointed.weights, seed, random_stddev)
   else:
     _assign(encoder.weights, weights)
   with tempfile.TemporaryDirectory() as checkpoint_dir, \
@@ -96,10 +100,10 @@ def export_encoder(export_dir: str,
   return export_dir
 
 
-def _randomize(variables, seed):
+def _randomize(variables, seed, stddev):
   rng = np.random.default_rng(seed)
   for variable in variables:
-    value = rng.normal(0.0, 0.3, variable.shape)
+    value = rng.normal(0.0, stddev, variable.shape)
     if variable.name.endswith("gamma:0"):
       value += 1.0  # LayerNorm scales around 1, so outputs keep their size.
     variable.assign(value.astype(variable.dtype.as_numpy_dtype))
