@@ -73,6 +73,7 @@ from keras_adapters.models import testing as model_testing
 from keras_adapters.serving import multitask_export
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import paths
+from keras_adapters.utils import provenance
 
 # Layers, width, heads, feed-forward width of BERT-base and BERT-large; the default base is
 # the embedded model.
@@ -544,14 +545,14 @@ def main(argv):
     print(f"Measuring {row}...", flush=True)
     measured = _measure(row)
     for new in measured if isinstance(measured, list) else [measured]:
-      rows.append(new)
+      rows.append(dict(new, provenance=provenance.record()))  # Rows come from many runs.
       have.add(row_key(new))
     save()
   measured_tasks = {row["num_tasks"] for row in tasks}
   for number in (int(n) for n in FLAGS.num_tasks if FLAGS.isa == "native"):
     if number not in measured_tasks:
       print(f"Many tasks: exporting, loading and serving {number} task(s)...", flush=True)
-      tasks.append(_measure_tasks(number))
+      tasks.append(dict(_measure_tasks(number), provenance=provenance.record()))
       save()
   save()
   with open(FLAGS.output, encoding="utf-8") as f:

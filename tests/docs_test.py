@@ -110,7 +110,13 @@ def parse_commands(commands: List[List[str]]) -> List[str]:
   keep = {name for name in sys.modules if name.startswith("experiments")}
   errors = []
   for script in sorted({command[0] for command in commands}):
-    runpy.run_path(os.path.join(_REPO, script), run_name="docs_test_script")
+    path = os.path.join(_REPO, script)
+    # As `python <script>` does: its own folder first on the path (bench/'s `import harness`).
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+      runpy.run_path(path, run_name="docs_test_script")
+    finally:
+      sys.path.remove(os.path.dirname(path))
     for command in (c for c in commands if c[0] == script):
       flags.FLAGS.unparse_flags()
       try:
