@@ -53,6 +53,13 @@ def _base_config(**overrides):
              epochs=2.0, batch_size=8, max_seq_length=16), **overrides})
 
 
+
+class _FakeBase(types.SimpleNamespace):
+  """A read base that only names itself, as the sweep's records need."""
+
+  def without_weights(self):
+    return self
+
 class _FakeRun:
   """Stands in for `classification.run_task`; `trainings` lists the calls that trained."""
 
@@ -173,7 +180,7 @@ class RunSweepTest(tf.test.TestCase):
     super().setUp()
     # The runs' folders are checked against run.json, which records the base's fingerprint.
     self.enter_context(mock.patch.object(hub_encoder, "read_hub_encoder",
-                                         return_value=types.SimpleNamespace(fingerprint=_BASE)))
+                                         return_value=_FakeBase(fingerprint=_BASE)))
 
   def _read(self, root, name):
     with open(os.path.join(root, name), encoding="utf-8") as f:
