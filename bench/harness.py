@@ -248,6 +248,12 @@ def resident_mib() -> Optional[float]:
   return None
 
 
+def folder_bytes(path: str) -> int:
+  """Bytes of every file under `path`: a SavedModel's or an artifact's size on disk."""
+  return sum(os.path.getsize(os.path.join(root, name))
+             for root, _, names in os.walk(path) for name in names)
+
+
 def write_record(path: str, record: Mapping[str, Any]) -> None:
   """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
   or as handles (`paths.portable`) and how it was made (`provenance.KEY`)."""

@@ -159,12 +159,7 @@ def _export():
   task_export.export_task(plain, hub.load(FLAGS.preprocess_handle), dirs["export_plain"],
                           seq_length=FLAGS.seq_length,
                           label_names=[f"class{i}" for i in range(_NUM_CLASSES)])
-  return dict(export_bytes={name: _folder_bytes(path) for name, path in dirs.items()})
-
-
-def _folder_bytes(path):
-  return sum(os.path.getsize(os.path.join(root, name))
-             for root, _, names in os.walk(path) for name in names)
+  return dict(export_bytes={name: harness.folder_bytes(path) for name, path in dirs.items()})
 
 
 def request_texts(texts, count, per_request=_TEXTS_PER_REQUEST):

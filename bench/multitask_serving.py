@@ -131,11 +131,6 @@ _SCALING_DIR = "task_scaling"
 _MAX_SCALING_OVERHEAD = 0.10
 
 
-def _folder_bytes(path):
-  return sum(os.path.getsize(os.path.join(root, name))
-             for root, _, names in os.walk(path) for name in names)
-
-
 def _test_split():
   """The test split of `--task`, as the experiments split it (never written here)."""
   spec, examples = builtin_datasets.load_builtin_task(FLAGS.task)
@@ -176,12 +171,12 @@ def _prepare(work_dir):
 
 
 def _sizes(work_dir, plan):
-  multitask = _folder_bytes(os.path.join(work_dir, "multitask"))
-  base = _folder_bytes(FLAGS.hub_handle)
-  artifacts = sum(_folder_bytes(task["artifact"]) for task in plan["tasks"].values())
+  multitask = harness.folder_bytes(os.path.join(work_dir, "multitask"))
+  base = harness.folder_bytes(FLAGS.hub_handle)
+  artifacts = sum(harness.folder_bytes(task["artifact"]) for task in plan["tasks"].values())
   return dict(
       multitask_bytes=multitask,
-      single_task_bytes=sum(_folder_bytes(os.path.join(work_dir, "single", name))
+      single_task_bytes=sum(harness.folder_bytes(os.path.join(work_dir, "single", name))
                             for name in plan["tasks"]),
       base_bytes=base, artifacts_bytes=artifacts,
       multitask_over_base_plus_artifacts=harness.against_target(
@@ -354,7 +349,7 @@ def _prepare_scaling(work_dir):
           FLAGS.hub_handle, {f"task{i}": artifacts[i % distinct] for i in range(number)},
           export_dir, overwrite=True)
       plan[method][str(number)] = dict(export_dir=export_dir,
-                                       export_bytes=_folder_bytes(export_dir))
+                                       export_bytes=harness.folder_bytes(export_dir))
   atomic_io.write_json(os.path.join(work_dir, _SCALING_DIR, "plan.json"), plan)
   return plan
 

@@ -268,8 +268,7 @@ _CHILDREN = dict(export=lambda row: _export_encoder(row["shape"]), train=_train_
 
 # --------------------------------------------------------------------------- the parent
 def _folder_mb(path):
-  return sum(os.path.getsize(os.path.join(folder, name))
-             for folder, _, names in os.walk(path) for name in names) / 2**20
+  return harness.folder_bytes(path) / 2**20
 
 
 def row_key(row):
