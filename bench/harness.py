@@ -37,6 +37,8 @@ from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
+import process_memory
+
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
 
@@ -229,23 +231,9 @@ def against_target(value: float, target: float) -> Dict[str, Any]:
   return dict(value=value, target=target, met=value <= target)
 
 
-def peak_rss_mib() -> float:
-  """Peak resident memory of this process so far, in MiB."""
-  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-  # Linux reports KiB, macOS bytes.
-  return peak / (2**20 if sys.platform == "darwin" else 2**10)
-
-
-def resident_mib() -> Optional[float]:
-  """This process's resident memory now (Linux's VmRSS), in MiB; `None` elsewhere."""
-  try:
-    with open("/proc/self/status", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("VmRSS:"):
-          return int(line.split()[1]) / 1024
-  except OSError:
-    pass
-  return None
+# This process's memory now and at its peak, in MiB (the PyTorch side measures alike).
+peak_rss_mib = process_memory.peak_rss_mib
+resident_mib = process_memory.resident_mib
 
 
 def folder_bytes(path: str) -> int:

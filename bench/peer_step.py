@@ -27,7 +27,8 @@ ids, all real tokens, seeded.
 One setup per process. Prints one JSON line on stdout: the per-step milliseconds, their
 median, the parameter counts, the versions, the CPU other processes used while it timed, and
 the memory: `baseline_rss_mib` (resident before the model is built), `peak_rss_mib`
-(the process's high-water mark) and `peak_over_baseline_mib`.
+(the process's high-water mark) and `peak_over_baseline_mib`. A setup that would exhaust the
+machine's memory is stopped first and prints `process_memory.guard`'s line instead.
 
   HF_HUB_OFFLINE=1 ~/.cache/adapterhub-peer/venv/bin/python bench/peer_step.py \
       --library=peft --batch=../shared/peer/synthetic_batch.npz
@@ -46,6 +47,8 @@ import statistics
 import time
 
 import numpy as np
+
+import process_memory
 
 LIBRARIES = ("adapterhub", "peft")
 METHODS = ("lora", "adapters", "full")
@@ -70,15 +73,6 @@ def _busy_seconds():
 def _own_seconds():
   usage = resource.getrusage(resource.RUSAGE_SELF)
   return usage.ru_utime + usage.ru_stime
-
-
-def _resident_mib():
-  """This process's resident memory now (VmRSS), in MiB."""
-  with open("/proc/self/status", encoding="utf-8") as f:
-    for line in f:
-      if line.startswith("VmRSS:"):
-        return int(line.split()[1]) / 1024
-  return None
 
 
 def _base_model(shape, num_labels):
@@ -177,14 +171,15 @@ def _batch(batch_path, batch_size, seq_length, seed):
 
 
 def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_size=32,
-            seq_length=128, threads, warmup, steps, lr=1e-4, seed=0):
+            seq_length=128, threads, warmup, steps, lr=1e-4, seed=0, memory_limit_mib=None):
   """Times `steps` training steps of `method` by `library` after `warmup` untimed ones."""
   import torch
 
   torch.set_num_threads(threads)
   batch, labels = _batch(batch_path, batch_size, seq_length, seed)
   num_labels = max(int(labels.max()) + 1 if labels.numel() else 2, 2)
-  baseline_mib = _resident_mib()
+  baseline_mib = process_memory.resident_mib()
+  process_memory.guard(memory_limit_mib, baseline_rss_mib=baseline_mib)
   model = build_model(library, method, shape, num_labels, seed)
   model.train()  # Dropout on (p=0.1), as in fine-tuning.
   params = [p for p in model.parameters() if p.requires_grad]
@@ -216,7 +211,7 @@ def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_si
     foreign_cores.append(foreign / seconds)
   if method != "full" and not torch.equal(query_before, query.detach()):
     raise RuntimeError("The frozen query kernel moved: the base is not frozen.")
-  peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  peak_mib = process_memory.peak_rss_mib()
   return dict(library=library, method=method, shape=shape, batch_size=int(labels.shape[0]),
               seq_length=int(batch["input_ids"].shape[1]), threads=torch.get_num_threads(),
               warmup_steps=warmup, timed_steps=steps, median_ms=statistics.median(times_ms),
@@ -240,10 +235,14 @@ def main():
   parser.add_argument("--threads", type=int, default=os.cpu_count())
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--memory_limit_mib", type=int,
+                      help="Stop (and say so) past it; default: the machine's memory less "
+                      f"{process_memory.HEADROOM_MIB} MiB.")
   args = parser.parse_args()
   print(json.dumps(measure(args.library, args.method, args.shape, args.batch,
                            batch_size=args.batch_size, seq_length=args.seq_length,
-                           threads=args.threads, warmup=args.warmup, steps=args.steps)),
+                           threads=args.threads, warmup=args.warmup, steps=args.steps,
+                           memory_limit_mib=args.memory_limit_mib)),
         flush=True)
 
 

@@ -80,6 +80,7 @@ def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
   (tasks,) = record["tasks"]
   assert tasks["num_tasks"] == 2 and tasks["distinct_tasks_in_batch"] == 2
   assert tasks["size_mb"] > tasks["artifact_mb"] > 0 and tasks["load_s"] > 0
+  assert tasks["rss_mb"] > 0 and tasks["served_rss_mb"] > 0 and tasks["session_rss_mb"] > 0
   assert tasks["mixed_latency_ratio"] == tasks["mixed_ms"] / tasks["one_task_ms"]
   checks = {(check["name"], check.get("seq")) for check in record["targets"]}
   assert checks == {("adapter_step_over_adapterhub", 128), ("adapter_peak_over_adapterhub", 128),
@@ -102,6 +103,15 @@ def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
   assert {(row["library"], row["method"], row["isa"]) for row in added} == {
       ("keras_adapters", "adapters", "avx2_eigen"), ("keras_adapters", "full", "avx2_eigen")}
   assert stdout.count("Measuring") == 2 and again["tasks"] == record["tasks"]
+
+  # A row that would exhaust the memory is stopped, recorded as such, and the run goes on.
+  stdout, stopped = _run(tmp_path, "--methods=lora", "--libraries=keras_adapters",
+                         "--num_tasks=", "--inference=false", "--memory_limit_mb=1")
+  (row,) = stopped["rows"][len(again["rows"]):]
+  assert (row["method"], row["step_ms"], row["peak_mb"], row["memory_limit_mb"]) == (
+      "lora", None, None, 1)
+  assert row["out_of_memory_mb"] is not None
+  assert "(stopped)" in (tmp_path / "scale.md").read_text()
 
 
 @pytest.mark.parametrize("flag, message", [

@@ -20,6 +20,8 @@ The SavedModel also holds `task_names` and `label_names` (`[tasks, most classes]
 with empty strings). Serving needs TensorFlow and tensorflow-text only.
 """
 
+import collections
+import functools
 import os
 import re
 
@@ -232,13 +234,13 @@ class _MultitaskModule(tf.Module):
         layer_norm_epsilon=layer_norm_epsilon,
         adapter_options=[spec.adapter_options for spec in specs],
         set_configs=[spec.config["adapter_config"] for spec in specs])
-    self.preprocessors = []
-    self._preprocessor_index = {}
-    for spec in specs:
-      handle = spec.preprocessing.handle
-      if handle not in self._preprocessor_index:
-        self._preprocessor_index[handle] = len(self.preprocessors)
-        self.preprocessors.append(hub.load(handle))
+    handles = sorted({spec.preprocessing.handle for spec in specs})
+    self.preprocessors = [hub.load(handle) for handle in handles]
+    self._preprocessor_index = {handle: index for index, handle in enumerate(handles)}
+    # Tasks that pack their text alike share one packing graph, one per group, so the
+    # SavedModel's graphs (and the memory they take once loaded) do not grow with the tasks.
+    self.packings = sorted({_packing(spec) for spec in specs})
+    self.packing_of_task = tf.constant([self.packings.index(_packing(s)) for s in specs])
     num_classes = [spec.head["num_classes"] for spec in specs]
     most = max(num_classes)
     kernels = np.zeros([len(specs), encoder.hidden_size, most], np.float32)
@@ -260,20 +262,25 @@ class _MultitaskModule(tf.Module):
     self.task_names = tf.Variable([spec.name for spec in specs], trainable=False,
                                   name="task_names")
     self.label_names = tf.Variable(names.astype(bytes), trainable=False, name="label_names")
-    # Every task signature calls this one function (the task a tensor), so the SavedModel
-    # holds two graphs of the encoder (this and the routed one) however many tasks it serves.
-    self.one_task_logits = tf.function(self._logits, input_signature=[
-        {key: tf.TensorSpec([None, None], tf.int32) for key in adapted_bert_encoder.INPUT_KEYS},
-        tf.TensorSpec([], tf.int32)])
+    # Every task signature calls its packing's function (the task a tensor), so the
+    # SavedModel holds one graph of the encoder per packing and one routed, however many
+    # tasks it serves.
+    self.packed_task_logits = [
+        tf.function(functools.partial(self._packed_task_logits, packing), input_signature=[
+            [tf.TensorSpec([None], tf.string)] * packing.num_texts,
+            tf.TensorSpec([], tf.int32)])
+        for packing in self.packings]
     self.task_ids = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant([spec.name for spec in specs]),
             tf.range(len(specs), dtype=tf.int32)), default_value=-1)
 
-  def _pack(self, index, texts):
-    spec = self.specs[index]
-    preprocessor = self.preprocessors[self._preprocessor_index[spec.preprocessing.handle]]
-    return task_export.pack_texts(preprocessor, texts, spec.preprocessing.seq_length)
+  def _pack(self, packing, texts):
+    preprocessor = self.preprocessors[self._preprocessor_index[packing.handle]]
+    return task_export.pack_texts(preprocessor, texts, packing.seq_length)
+
+  def _packed_task_logits(self, packing, texts, task_id):
+    return self._logits(self._pack(packing, texts), task_id)
 
   def _logits(self, inputs, task_ids):
     """Logits `[batch, most classes]` of one task (`task_ids` a scalar) or of each example's
@@ -300,7 +307,8 @@ class _MultitaskModule(tf.Module):
   def predict_task(self, index, texts):
     """One task's outputs for its texts, as its `export_task` SavedModel gives them."""
     spec = self.specs[index]
-    logits = self.one_task_logits(self._pack(index, texts), tf.constant(index, tf.int32))
+    packing = self.packings.index(_packing(spec))
+    logits = self.packed_task_logits[packing](texts, tf.constant(index, tf.int32))
     return task_export.task_outputs(logits[:, :spec.head["num_classes"]],
                                     spec.label_names is None)
 
@@ -312,15 +320,16 @@ class _MultitaskModule(tf.Module):
             task_ids, message="Unknown task name in `task`; this model serves "
             f"{[spec.name for spec in self.specs]}.")]):
       task_ids = tf.identity(task_ids)
-    longest = max(spec.preprocessing.seq_length for spec in self.specs)
+    longest = max(packing.seq_length for packing in self.packings)
+    packing_ids = tf.gather(self.packing_of_task, task_ids)
     rows, packed = [], []
-    for index, spec in enumerate(self.specs):
-      positions = tf.cast(tf.where(tf.equal(task_ids, index))[:, 0], tf.int32)
+    for index, packing in enumerate(self.packings):
+      positions = tf.cast(tf.where(tf.equal(packing_ids, index))[:, 0], tf.int32)
       texts = [tf.gather(text, positions)]
-      if len(spec.preprocessing.text_fields) == 2:
+      if packing.num_texts == 2:
         texts.append(tf.gather(text_pair, positions))
-      inputs = self._pack(index, texts)
-      padding = [[0, 0], [0, longest - spec.preprocessing.seq_length]]
+      inputs = self._pack(packing, texts)
+      padding = [[0, 0], [0, longest - packing.seq_length]]
       rows.append(positions)
       packed.append({key: tf.pad(value, padding) for key, value in inputs.items()})
     inputs = {key: tf.dynamic_stitch(rows, [p[key] for p in packed])
@@ -351,6 +360,15 @@ class _MultitaskModule(tf.Module):
     if any(len(spec.preprocessing.text_fields) == 2 for spec in self.specs):
       specs["text_pair"] = tf.TensorSpec([None], tf.string, name="text_pair")
     return tf.function(self.predict_routed).get_concrete_function(**specs)
+
+
+class _Packing(collections.namedtuple("_Packing", "handle seq_length num_texts")):
+  """How a task turns its texts into encoder inputs: tasks alike share one graph."""
+
+
+def _packing(spec):
+  return _Packing(spec.preprocessing.handle, spec.preprocessing.seq_length,
+                  len(spec.preprocessing.text_fields))
 
 
 def _stack_hidden_layers(specs, hidden_size):

@@ -8,6 +8,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import hub_encoder
@@ -44,6 +45,17 @@ def _stored_floats(saved_model_dir):
   dtypes = reader.get_variable_to_dtype_map()
   return sum(int(np.prod(shape)) for name, shape in reader.get_variable_to_shape_map().items()
              if dtypes[name] == tf.float32)
+
+
+def _routed_function_calls(saved_model_dir):
+  """How many functions the routed signature's graph calls."""
+  saved_model = saved_model_pb2.SavedModel()
+  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+  library = saved_model.meta_graphs[0].graph_def.library
+  routed, = [f for f in library.function if "predict_routed" in f.signature.name]
+  return sum(node.op in ("PartitionedCall", "StatefulPartitionedCall")
+             for node in routed.node_def)
 
 
 class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
@@ -205,6 +217,18 @@ class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(stored, base + 2 * tasks)
     single = sum(_stored_floats(os.path.join(self.root, "single", name)) for name in _TASKS)
     self.assertGreater(single, 3 * base)
+
+  def test_tasks_packed_alike_share_the_routed_graphs_packing(self):
+    """The routed signature packs each group of tasks that pack alike once: six tasks in
+    three packings call the preprocessing as often as three, where a packing per task
+    would double the graph (at run time each call is inlined: memory per task)."""
+    doubled = dict(self.artifacts, **{f"{name}_again": path
+                                      for name, path in self.artifacts.items()})
+    path = multitask_export.export_multitask(
+        self.handle, doubled, os.path.join(self.root, "multitask_doubled"))
+    three, six = _routed_function_calls(self.path), _routed_function_calls(path)
+    self.assertEqual(three, 3 + 1 + 3)  # Tokenize each text (one task reads a pair), pack.
+    self.assertEqual(six, three)
 
   def test_hub_keras_layer_serves_one_task(self):
     layer = hub.KerasLayer(self.path, signature="sentiment", output_key="probabilities")
