@@ -388,6 +388,22 @@ def _ratio_check(name, where, numerator, denominator):
                                                          TARGETS[name]))
 
 
+def _peak_check(name, where, row, other):
+  """`row`'s peak memory over `other`'s. A row the memory guard stopped peaks above what it
+  reached, so the ratio is then a bound (`bound`: "at least" or "at most") and the verdict
+  known only when the bound settles it (`met`: None otherwise); none if both were stopped."""
+  stopped = [r["peak_mb"] is None for r in (row, other)]
+  if all(stopped):
+    return []
+  peak = lambda r: r["out_of_memory_mb"] if r["peak_mb"] is None else r["peak_mb"]
+  check = _ratio_check(name, where, peak(row), peak(other))
+  if stopped[0]:
+    check.update(bound="at least", met=False if not check["met"] else None)
+  elif stopped[1]:
+    check.update(bound="at most", met=True if check["met"] else None)
+  return [check]
+
+
 def targets(rows, tasks):
   """Each of the issue's targets where its rows are measured: value, bound and verdict."""
   found = {row_key(row): row for row in rows}
@@ -405,18 +421,14 @@ def targets(rows, tasks):
                                    plain["step_ms"]))
       continue
     theirs = other("train", "adapterhub", "adapters")
-    if theirs:
+    if theirs and None not in (row["step_ms"], theirs["step_ms"]):
       checks.append(_ratio_check("adapter_step_over_adapterhub", where, row["step_ms"],
                                  theirs["step_ms"]))
-      checks.append(_ratio_check("adapter_peak_over_adapterhub", where, row["peak_mb"],
-                                 theirs["peak_mb"]))
+    if theirs:
+      checks += _peak_check("adapter_peak_over_adapterhub", where, row, theirs)
     full = other("train", "keras_adapters", "full")
     if full and row["shape"] == "large":
-      # Full fine-tuning stopped short of the machine's memory peaks above what it reached:
-      # the ratio is then at most the value given.
-      checks.append(dict(_ratio_check("adapter_peak_over_full_large", where, row["peak_mb"],
-                                      full["peak_mb"] or full["out_of_memory_mb"]),
-                         at_most=full["peak_mb"] is None))
+      checks += _peak_check("adapter_peak_over_full_large", where, row, full)
   for task_row in tasks:
     where = dict(num_tasks=task_row["num_tasks"], isa=task_row["isa"])
     checks.append(dict(where, name="tasks_size_over_base_plus_artifacts",
@@ -484,9 +496,10 @@ def tables(record):
   checks = harness.markdown_table(
       ["target", "where", "value", "bound", "met"],
       [[c["name"], ", ".join(f"{k}={c[k]}" for k in ("shape", "seq", "num_tasks", "isa")
-                             if k in c), ("< " if c.get("at_most") else "") + f"{c['value']:.2f}",
+                             if k in c),
+        {None: "", "at least": "> ", "at most": "< "}[c.get("bound")] + f"{c['value']:.2f}",
         c["target"],
-        "yes" if c["met"] else "no"] for c in record["targets"]])
+        {True: "yes", False: "no", None: "unknown"}[c["met"]]] for c in record["targets"]])
   machine = record["machine"]
   return (f"Measured on {machine['cpu_model']} ({machine['cpu_count']} cores), CPUs "
           "'avx2' and 'avx2_eigen' emulated on it (bench/scale.py's docstring).\n\n"
