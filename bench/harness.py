@@ -13,7 +13,6 @@ import keras_adapters  # pylint: disable=unused-import
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys

@@ -19,7 +19,7 @@ installed=$(date +%s.%N)
 .venv/bin/python experiments/run_classification.py > "$work/run.log" 2>&1 \
   || { echo "main job failed: see $work/run.log"; exit 1; }
 end=$(date +%s.%N)
-.venv/bin/python - "$start" "$installed" "$end" <<'EOF'
+TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/python - "$start" "$installed" "$end" 2>/dev/null <<'EOF'
 import sys
 from keras_adapters.utils import cpu_kernels
 start, installed, end = map(float, sys.argv[1:])
