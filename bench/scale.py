@@ -28,8 +28,10 @@ export seconds, size on disk, then in a fresh process the load seconds, the resi
 the loaded model adds (`rss_mb`), the routed signature's latency on a batch of 32 texts whose
 requests name min(tasks, 32) different tasks against the same batch all for one task
 (`mixed_latency_ratio`), in turns, and the resident memory after serving (`served_rss_mb`);
-then in another fresh process the memory after serving one mixed batch from TF Serving's C++
-loader, one graph for every signature (`session_rss_mb`). A rerun measures only the task
+then in another fresh process the memory after serving one mixed batch from a Session that
+imports the whole SavedModel as one graph, every signature in it (`session_rss_mb`:
+`tf.compat.v1.saved_model.loader`, a proxy for TF Serving, which loads it the same way and
+is not run here). A rerun measures only the task
 counts `tasks` lacks: delete that list to measure it again.
 
 CPUs: `--isa=native` runs on this CPU as it is. `--isa=avx2` emulates an AVX2-only x86 CPU on
@@ -271,8 +273,9 @@ def _tasks_load_child(row):
 
 
 def _tasks_session_child(row):
-  """Memory as TF Serving holds the SavedModel: its C++ loader puts every signature in one
-  graph (where `tf.saved_model.load` gives each its own copy of the functions it calls);
+  """Memory with the SavedModel loaded as TF Serving loads it, every signature in one graph
+  of one Session (where `tf.saved_model.load` gives each its own copy of the functions it
+  calls): `tf.compat.v1.saved_model.loader`, the proxy, since TF Serving is not run here;
   measured after serving one mixed batch."""
   baseline = harness.resident_mib()
   graph = tf.Graph()
@@ -486,7 +489,7 @@ def tables(record):
       ["CPU", "shape", "batch x seq", "plain ms", "with adapters ms", "ratio"], lines)
   tasks = harness.markdown_table(
       ["tasks", "size MB", "base + tasks x artifact MB", "export s", "load s",
-       "RSS MB loaded", "RSS MB served", "RSS MB served, C++ loader",
+       "RSS MB loaded", "RSS MB served", "RSS MB served, one graph",
        "mixed / one-task latency"],
       [[t["num_tasks"], f"{t['size_mb']:,.1f}",
         f"{t['base_mb'] + t['num_tasks'] * t['artifact_mb']:,.1f}", f"{t['export_s']:.1f}",
@@ -549,7 +552,7 @@ def _plot(record, output):
     axes[0].plot(numbers, [t["size_mb"] for t in tasks], marker="o", label="size on disk")
     for key, label in (("rss_mb", "resident after tf.saved_model.load"),
                        ("served_rss_mb", "resident after serving"),
-                       ("session_rss_mb", "resident after serving, C++ loader")):
+                       ("session_rss_mb", "resident after serving, one graph (Session)")):
       axes[0].plot(numbers, [t[key] for t in tasks], marker="o", label=label)
     axes[0].set_ylabel("MB")
     axes[1].plot(numbers, [t["mixed_latency_ratio"] for t in tasks], marker="o")

@@ -53,12 +53,12 @@ def _base_config(**overrides):
              epochs=2.0, batch_size=8, max_seq_length=16), **overrides})
 
 
-
 class _FakeBase(types.SimpleNamespace):
   """A read base that only names itself, as the sweep's records need."""
 
   def without_weights(self):
     return self
+
 
 class _FakeRun:
   """Stands in for `classification.run_task`; `trainings` lists the calls that trained."""

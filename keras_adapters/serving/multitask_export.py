@@ -240,7 +240,8 @@ class _MultitaskModule(tf.Module):
     # Tasks that pack their text alike share one packing graph, one per group, so the
     # SavedModel's graphs (and the memory they take once loaded) do not grow with the tasks.
     self.packings = sorted({_packing(spec) for spec in specs})
-    self.packing_of_task = tf.constant([self.packings.index(_packing(s)) for s in specs])
+    self._task_packing = [self.packings.index(_packing(spec)) for spec in specs]
+    self.packing_of_task = tf.constant(self._task_packing)
     num_classes = [spec.head["num_classes"] for spec in specs]
     most = max(num_classes)
     kernels = np.zeros([len(specs), encoder.hidden_size, most], np.float32)
@@ -307,8 +308,8 @@ class _MultitaskModule(tf.Module):
   def predict_task(self, index, texts):
     """One task's outputs for its texts, as its `export_task` SavedModel gives them."""
     spec = self.specs[index]
-    packing = self.packings.index(_packing(spec))
-    logits = self.packed_task_logits[packing](texts, tf.constant(index, tf.int32))
+    logits = self.packed_task_logits[self._task_packing[index]](
+        texts, tf.constant(index, tf.int32))
     return task_export.task_outputs(logits[:, :spec.head["num_classes"]],
                                     spec.label_names is None)
 
