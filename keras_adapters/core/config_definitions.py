@@ -2,6 +2,7 @@
 
   ExperimentConfig
   ├── model: ModelConfig        hub_handle, preprocess_handle, pooling, method,
+  │                             recompute_attention,
   │   ├── adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
   │   ├── lora: LoRAConfig         lora_r, lora_alpha, lora_target_modules, ...
   │   └── ia3: IA3Config           ia3_target_modules, ia3_feedforward_modules, ...
@@ -30,6 +31,7 @@ import tensorflow as tf
 import yaml
 
 from keras_adapters.hub import compatibility
+from keras_adapters.layers import self_attention
 from keras_adapters.methods import registry
 from keras_adapters.methods.ia3 import IA3Config
 from keras_adapters.methods.lora import LoRAConfig
@@ -69,6 +71,11 @@ class ModelConfig:
       ADAPTERS_METHOD, "What a task trains in the frozen base: adapters (bottleneck adapters, "
       "or the paper's baselines by --tuning), lora or ia3 (their settings: --lora_*, --ia3_*).",
       choices=METHODS)
+  recompute_attention: str = setting(
+      "auto", "Recompute the attention probabilities in the backward pass instead of keeping "
+      "them: the same gradients, far less memory at long sequences, a slower step. auto: when "
+      f"--max_seq_length is at least {self_attention.RECOMPUTE_FROM_LENGTH}.",
+      choices=self_attention.RECOMPUTE_CHOICES, execution=True)
   adapter: AdapterConfig = dataclasses.field(default_factory=AdapterConfig)
   lora: LoRAConfig = dataclasses.field(default_factory=LoRAConfig)
   ia3: IA3Config = dataclasses.field(default_factory=IA3Config)
@@ -94,6 +101,8 @@ class ModelConfig:
         object.__setattr__(self, name, os.path.expanduser(value))
     settings.check_choice("pooling", self.pooling, classifier.POOLINGS)
     settings.check_choice("method", self.method, METHODS)
+    settings.check_choice("recompute_attention", self.recompute_attention,
+                          self_attention.RECOMPUTE_CHOICES)
     if self.method != ADAPTERS_METHOD and self.adapter.tuning != "adapters":
       raise errors.UsageError(
           f"method={self.method!r} with tuning={self.adapter.tuning!r}: tuning picks the "
@@ -193,6 +202,15 @@ class ExperimentConfig:
     every step. Training pads to `max_seq_length` and drops the last partial batch;
     evaluation pads its last batch with padding rows."""
     return self.runtime.jit_compile or self.runtime.on_tpu
+
+  @property
+  def adapted_bert_options(self) -> Dict[str, Any]:
+    """`AdaptedBert`'s arguments besides the handle: what trains, and whether attention is
+    recomputed, decided for the longest sequence of the run (batches padded to their longest
+    example have no static length for the layer to decide by)."""
+    return dict(adapter_config=self.model.set_config,
+                recompute_attention=self_attention.recompute_for_length(
+                    self.model.recompute_attention, self.data.max_seq_length))
 
   @classmethod
   def from_settings(cls, **values: Any) -> "ExperimentConfig":

@@ -47,6 +47,15 @@ class ExperimentConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertNotIn("checkpoint_every_steps", config.definition())
     self.assertEqual(config.definition()["learning_rate"], 1e-3)
 
+  @parameterized.named_parameters(
+      ("auto_short", "auto", 128, "never"), ("auto_long", "auto", 512, "always"),
+      ("always", "always", 128, "always"), ("never", "never", 512, "never"))
+  def test_attention_recomputes_by_the_runs_longest_sequence(self, setting, length, expected):
+    """--recompute_attention reaches AdaptedBert decided: "auto" by --max_seq_length, since
+    batches padded to their longest example have no static length to decide by."""
+    options = _config(recompute_attention=setting, max_seq_length=length).adapted_bert_options
+    self.assertEqual(options["recompute_attention"], expected)
+
   def test_baselines_have_no_adapters(self):
     self.assertIsNone(_config(tuning="full").model.adapter.adapter_size)
 

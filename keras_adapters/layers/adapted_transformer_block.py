@@ -78,6 +78,10 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     dropout_rate: Dropout on each sub-layer output and on the embeddings (BERT's 0.1).
     attention_dropout_rate: Dropout on the attention probabilities.
     layer_norm_epsilon: LayerNorm epsilon (1e-12 in BERT).
+    recompute_attention: When the attention probabilities are recomputed in the backward
+      pass instead of kept, trading step time for memory
+      (`self_attention.RECOMPUTE_CHOICES`): "auto" from
+      `self_attention.RECOMPUTE_FROM_LENGTH` tokens, "always" or "never".
     adapter_size: Adapter bottleneck `m`, or `None` for a block without adapters.
     adapter_activation: Nonlinearity inside the adapters.
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
@@ -95,6 +99,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
                dropout_rate=0.1,
                attention_dropout_rate=0.1,
                layer_norm_epsilon=1e-12,
+               recompute_attention="auto",
                adapter_size=None,
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
@@ -108,6 +113,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.recompute_attention = recompute_attention
     self.adapter_size = adapter_size
     self.adapter_activation = adapter_activation
     self.adapter_init_stddev = adapter_init_stddev
@@ -121,7 +127,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     # given `dtype=` computes in it whatever the global policy.
     self.self_attention = self_attention_lib.SelfAttention(
         num_heads=self.num_heads, dropout_rate=self.attention_dropout_rate,
-        dtype=self.dtype_policy, name="self_attention")
+        recompute=self.recompute_attention, dtype=self.dtype_policy, name="self_attention")
     self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
     # The activation apart from its projection, which a method may change before it.
@@ -231,6 +237,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
         "dropout_rate": self.dropout_rate,
         "attention_dropout_rate": self.attention_dropout_rate,
         "layer_norm_epsilon": self.layer_norm_epsilon,
+        "recompute_attention": self.recompute_attention,
         "adapter_size": self.adapter_size,
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,

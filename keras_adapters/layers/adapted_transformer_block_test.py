@@ -64,7 +64,8 @@ class AdaptedTransformerBlockTest(tf.test.TestCase, parameterized.TestCase):
     block = testing.run_layer_test(
         self, adapted_transformer_block.AdaptedTransformerBlock,
         dict(num_heads=2, intermediate_size=32, activation="gelu_approximate", dropout_rate=0.2,
-             attention_dropout_rate=0.3, layer_norm_epsilon=1e-6, adapter_size=3,
+             attention_dropout_rate=0.3, layer_norm_epsilon=1e-6, recompute_attention="always",
+             adapter_size=3,
              adapter_activation="tanh", adapter_init_stddev=0.3, adapter_options=options,
              name="block"),
         _inputs(), call=lambda layer, x, training: layer(x, attention_mask=mask,

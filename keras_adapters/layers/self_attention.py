@@ -10,6 +10,20 @@ from keras_adapters.methods import projection_delta
 # The projections into heads, and the one out of them (Keras' sub-layer names).
 _INPUT_PROJECTIONS = ("query", "key", "value")
 _OUTPUT_PROJECTION = "attention_output"
+# When the attention probabilities are recomputed in the backward pass rather than kept from
+# the forward one: "auto" from `RECOMPUTE_FROM_LENGTH` tokens (where they take most of a
+# training step's memory), "always", "never".
+RECOMPUTE_CHOICES = ("auto", "always", "never")
+RECOMPUTE_FROM_LENGTH = 512
+
+
+def recompute_for_length(recompute, seq_length):
+  """Whether attention over `seq_length` tokens recomputes, by the setting `recompute`:
+  "always" or "never" ("auto" decided; `seq_length=None`, unknown, keeps the probabilities)."""
+  if recompute == "auto":
+    long = seq_length is not None and seq_length >= RECOMPUTE_FROM_LENGTH
+    return "always" if long else "never"
+  return recompute
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -26,6 +40,12 @@ class SelfAttention(keras.layers.Layer):
   and `MatMul`'s gradient skips the kernel's gradient when the kernel is frozen, which
   `Einsum`'s does not.
 
+  For its backward pass, autodiff keeps three `[batch, heads, seq, seq]` tensors per layer
+  (the softmax, the dropout mask and the dropped probabilities): at 512 tokens most of a
+  training step's memory. With `recompute` the layer keeps only the queries, keys, values and
+  the dropout mask as booleans, and computes the softmax again in the backward pass (one
+  more `QKᵀ` and softmax): the same gradients, for less memory and a slower step.
+
   Example:
   >>> attention = SelfAttention(num_heads=2)
   >>> attention(tf.zeros([2, 5, 32])).shape
@@ -34,13 +54,19 @@ class SelfAttention(keras.layers.Layer):
   Args:
     num_heads: Number of attention heads; must divide the hidden size.
     dropout_rate: Dropout on the attention probabilities.
+    recompute: When to recompute the probabilities in the backward pass instead of keeping
+      them (`RECOMPUTE_CHOICES`): "auto" when the sequence's static length is at least
+      `RECOMPUTE_FROM_LENGTH`, "always" or "never".
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
-  def __init__(self, num_heads, dropout_rate=0.0, **kwargs):
+  def __init__(self, num_heads, dropout_rate=0.0, recompute="auto", **kwargs):
     super().__init__(**kwargs)
+    if recompute not in RECOMPUTE_CHOICES:
+      raise ValueError(f"recompute={recompute!r} is not one of {RECOMPUTE_CHOICES}.")
     self.num_heads = num_heads
     self.dropout_rate = dropout_rate
+    self.recompute = recompute
 
   def build(self, input_shape):
     hidden_size = tf.TensorShape(input_shape)[-1]
@@ -101,23 +127,75 @@ class SelfAttention(keras.layers.Layer):
       return tf.transpose(projected, [0, 2, 1, 3])
 
     query = heads("query") * tf.cast(1.0 / math.sqrt(head_size), inputs.dtype)
-    # Scores, mask and softmax in float32 whatever the policy, as the LayerNorms: bfloat16 (8
-    # bits of mantissa) blurs the score differences the softmax exponentiates and its sum over
-    # the keys, and float16 cannot hold the mask's -1e9.
-    scores = tf.cast(tf.matmul(query, heads("key"), transpose_b=True), tf.float32)
-    if attention_mask is not None:
-      # Masked keys get a large negative score, as in Keras' masked softmax.
-      scores += (1.0 - tf.cast(attention_mask[:, tf.newaxis], tf.float32)) * -1e9
-    probabilities = tf.cast(tf.nn.softmax(scores), self.compute_dtype)
-    probabilities = self.attention_dropout(probabilities, training=training)
-    context = tf.transpose(tf.matmul(probabilities, heads("value")), [0, 2, 1, 3])
+    key, value = heads("key"), heads("value")
+    # Masked keys get a large negative score, as in Keras' masked softmax.
+    score_bias = (None if attention_mask is None else
+                  (1.0 - tf.cast(attention_mask[:, tf.newaxis], tf.float32)) * -1e9)
+    if recompute_for_length(self.recompute, inputs.shape[1]) == "always":
+      context = self._recomputed_attention(query, key, value, score_bias, training)
+    else:
+      probabilities = self.attention_dropout(
+          _probabilities(query, key, score_bias, self.compute_dtype), training=training)
+      context = tf.matmul(probabilities, value)
+    context = tf.transpose(context, [0, 2, 1, 3])
     output = project(_OUTPUT_PROJECTION, tf.reshape(context, [-1, hidden_size]))
     return tf.reshape(output, [batch_size, seq_length, hidden_size])
 
+  def _recomputed_attention(self, query, key, value, score_bias, training):
+    """`dropout(softmax(QKᵀ + bias)) V`, keeping Q, K, V and the kept positions for the
+    gradient instead of the probabilities."""
+    keep_scale = None
+    if self.dropout_rate and training is not None and training is not False:
+      # The mask the dropout layer would draw for the probabilities (same generator, shape
+      # and dtype, so the same random stream), kept as booleans: a byte per probability.
+      shape = tf.concat([tf.shape(query)[:-1], tf.shape(key)[-2:-1]], axis=0)
+      kept = self.attention_dropout(tf.ones(shape, self.compute_dtype), training=training) > 0
+      keep_scale = lambda: tf.cast(kept, self.compute_dtype) / (1.0 - self.dropout_rate)
+    dropped = lambda p: p if keep_scale is None else p * keep_scale()
+
+    @tf.custom_gradient
+    def attend(query, key, value):
+      probabilities = _probabilities(query, key, score_bias, self.compute_dtype)
+
+      def gradient(context_gradient):
+        # Recomputed only once the gradient has arrived: without this dependency TensorFlow
+        # may recompute every layer's probabilities at once, and nothing is saved.
+        with tf.control_dependencies([context_gradient]):
+          probabilities = _probabilities(query, key, score_bias, tf.float32)
+        value_gradient = tf.matmul(dropped(tf.cast(probabilities, self.compute_dtype)),
+                                   context_gradient, transpose_a=True)
+        probabilities_gradient = tf.cast(
+            dropped(tf.matmul(context_gradient, value, transpose_b=True)), tf.float32)
+        # The softmax's gradient, as TensorFlow's `SoftmaxGrad` computes it, in float32.
+        score_gradient = tf.cast(probabilities * (
+            probabilities_gradient - tf.reduce_sum(probabilities_gradient * probabilities,
+                                                   axis=-1, keepdims=True)),
+                                 self.compute_dtype)
+        return (tf.matmul(score_gradient, key), tf.matmul(score_gradient, query,
+                                                          transpose_a=True), value_gradient)
+
+      return tf.matmul(dropped(probabilities), value), gradient
+
+    return attend(query, key, value)
+
   def get_config(self):
     config = super().get_config()
-    config.update({"num_heads": self.num_heads, "dropout_rate": self.dropout_rate})
+    config.update({"num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
+                   "recompute": self.recompute})
     return config
+
+
+def _probabilities(query, key, score_bias, dtype):
+  """The attention probabilities `softmax(QKᵀ + bias)`, `[batch, heads, seq, seq]` in `dtype`.
+
+  Scores, bias and softmax in float32 whatever the policy, as the LayerNorms: bfloat16 (8 bits
+  of mantissa) blurs the score differences the softmax exponentiates and its sum over the
+  keys, and float16 cannot hold the mask's -1e9.
+  """
+  scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
+  if score_bias is not None:
+    scores += score_bias
+  return tf.cast(tf.nn.softmax(scores), dtype)
 
 
 def _dense(tokens, kernel, bias, hidden_size):

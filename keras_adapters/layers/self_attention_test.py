@@ -116,6 +116,68 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
         expected_output_shape=(3, 7, _HIDDEN), expected_num_trainable_weights=8,
         expected_num_non_trainable_weights=0)
 
+  @parameterized.named_parameters(("no_dropout", 0.0), ("dropout", 0.3))
+  def test_recomputing_gives_the_same_outputs_and_gradients(self, dropout_rate):
+    """Recomputing the probabilities in the backward pass changes neither the output nor any
+    gradient, with dropout too: its mask is drawn from the same random stream."""
+    ours, _ = _twins(dropout_rate)
+    results = []
+    for recompute in ("never", "always"):
+      layer = self_attention.SelfAttention(_HEADS, dropout_rate, recompute=recompute)
+      layer(_inputs())
+      layer.set_weights(ours.get_weights())
+      x = _inputs()
+      tf.random.set_seed(7)
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        output = layer(x, attention_mask=_mask(), training=True)
+        loss = tf.reduce_sum(tf.sin(output))
+      results.append([output] + tape.gradient(loss, [x] + layer.weights))
+    self.assertAllClose(results[1], results[0], atol=1e-6, rtol=1e-6)
+
+  @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
+  def test_recomputing_under_mixed_precision(self, name, epsilon):
+    """Under a mixed policy the recomputed gradients are those autodiff gives, up to the
+    compute dtype's rounding."""
+    del epsilon
+    gradients = []
+    for recompute in ("never", "always"):
+      with precision.policy_scope(name):
+        layer = self_attention.SelfAttention(_HEADS, recompute=recompute)
+      layer(_inputs())
+      layer.set_weights(_twins()[0].get_weights())
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.sin(tf.cast(layer(_inputs(), attention_mask=_mask()),
+                                            tf.float32)))
+      gradients.append(tape.gradient(loss, layer.weights))
+    for recomputed, kept in zip(gradients[1], gradients[0]):
+      self.assertAllClose(recomputed, kept, atol=5e-2, rtol=5e-2)
+
+  @parameterized.named_parameters(
+      ("auto_short", "auto", 8, False), ("auto_long", "auto", self_attention.RECOMPUTE_FROM_LENGTH,
+                                         True),
+      ("auto_unknown_length", "auto", None, False), ("always", "always", 8, True),
+      ("never", "never", self_attention.RECOMPUTE_FROM_LENGTH, False))
+  def test_when_the_backward_pass_recomputes(self, recompute, seq_length, recomputes):
+    """The gradient graph has a second softmax exactly when the probabilities are
+    recomputed: "auto" from RECOMPUTE_FROM_LENGTH tokens of static length."""
+    layer = self_attention.SelfAttention(2, recompute=recompute)
+    layer(tf.zeros([1, 4, 8]))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, seq_length, 8])])
+    def gradients(x):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(x, training=True))
+      return tape.gradient(loss, layer.trainable_weights)
+
+    graph = gradients.get_concrete_function().graph
+    softmaxes = [op for op in graph.get_operations() if op.type == "Softmax"]
+    self.assertLen(softmaxes, 2 if recomputes else 1)
+
+  def test_unknown_recompute_setting_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "recompute='sometimes' is not one of"):
+      self_attention.SelfAttention(2, recompute="sometimes")
+
   def test_heads_must_divide_hidden_size(self):
     """A head count that does not divide the width is a clear error."""
     with self.assertRaisesRegex(ValueError, "not a multiple of num_heads=3"):

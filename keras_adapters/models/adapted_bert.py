@@ -72,6 +72,10 @@ class AdaptedBert(keras.layers.Layer):
     attention_dropout_rate: Dropout on attention probabilities while training.
     layer_norm_epsilon: LayerNorm epsilon of the base; `None` takes the SavedModel's, and a
       value that differs is an error.
+    recompute_attention: When the attention probabilities are recomputed in the backward
+      pass instead of kept, which saves most of a training step's memory at long sequences
+      for a slower step; the gradients are the same. "auto" (from
+      `RECOMPUTE_FROM_LENGTH`, 512 tokens, of static length), "always" or "never".
     adapter_config: An `AdapterConfig`, `LoRAConfig` or `IA3Config` (or its `to_dict()`)
       for the first adapter set; an `AdapterConfig` goes in
       place of `adapter_size`, `tuning`, `top_k`, `adapter_activation` and
@@ -91,6 +95,7 @@ class AdaptedBert(keras.layers.Layer):
                dropout_rate=0.1,
                attention_dropout_rate=0.1,
                layer_norm_epsilon=None,
+               recompute_attention="auto",
                adapter_config=None,
                adapter_name=DEFAULT_ADAPTER_NAME,
                **kwargs):
@@ -114,6 +119,7 @@ class AdaptedBert(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.layer_norm_epsilon = hub_weights.config["layer_norm_epsilon"]
+    self.recompute_attention = recompute_attention
 
     config.validate_for(hub_weights.config["num_layers"])
     self.base_fingerprint = hub_weights.fingerprint
@@ -121,6 +127,7 @@ class AdaptedBert(keras.layers.Layer):
         **hub_weights.config,
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
+        recompute_attention=recompute_attention,
         adapter_size=config.bottleneck_size(hub_weights.config["hidden_size"]),
         adapter_activation=self.adapter_activation,
         adapter_init_stddev=self.adapter_init_stddev,
@@ -353,6 +360,7 @@ class AdaptedBert(keras.layers.Layer):
         "dropout_rate": self.dropout_rate,
         "attention_dropout_rate": self.attention_dropout_rate,
         "layer_norm_epsilon": self.layer_norm_epsilon,
+        "recompute_attention": self.recompute_attention,
         "adapter_config": self.adapter_config.to_dict(),
         "adapter_name": self.adapter_name,
     })

@@ -136,6 +136,7 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
         dict(handle=self.handle, adapter_size=3, tuning="top_k", top_k=1,
              adapter_activation="tanh", adapter_init_stddev=0.0, activation="gelu",
              dropout_rate=0.2, attention_dropout_rate=0.05, layer_norm_epsilon=1e-12,
+             recompute_attention="always",
              adapter_config=adapter_config.AdapterConfig(
                  adapter_size=3, tuning="top_k", top_k=1, activation="tanh",
                  init_stddev=0.0).to_dict(),
@@ -154,6 +155,8 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(rebuilt(self.inputs)["pooled_output"],
                         layer(self.inputs)["pooled_output"], atol=1e-6)
     self._assert_matches_hub(rebuilt(self.inputs, training=False))
+    self.assertEqual({block.self_attention.recompute
+                      for block in rebuilt.encoder.transformer_layers}, {"always"})
 
   def test_missing_handle_raises_with_path(self):
     """A handle that is neither a URL nor a folder is a HubEncoderError naming the path."""

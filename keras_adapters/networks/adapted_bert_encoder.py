@@ -61,6 +61,10 @@ class AdaptedBertEncoder(keras.layers.Layer):
     dropout_rate: Dropout on embeddings and sub-layer outputs.
     attention_dropout_rate: Dropout on attention probabilities.
     layer_norm_epsilon: LayerNorm epsilon.
+    recompute_attention: When the attention probabilities are recomputed in the backward
+      pass instead of kept, trading step time for memory
+      (`self_attention.RECOMPUTE_CHOICES`): "auto" from
+      `self_attention.RECOMPUTE_FROM_LENGTH` tokens, "always" or "never".
     adapter_size: Adapter bottleneck `m` in every block, or `None` for plain BERT.
     adapter_activation: Nonlinearity inside the adapters.
     adapter_init_stddev: Standard deviation of the adapters' initial projections.
@@ -86,6 +90,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
                dropout_rate=0.1,
                attention_dropout_rate=0.1,
                layer_norm_epsilon=1e-12,
+               recompute_attention="auto",
                adapter_size=None,
                adapter_activation="relu",
                adapter_init_stddev=1e-2,
@@ -106,6 +111,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.recompute_attention = recompute_attention
     self.adapter_size = adapter_size
     self.adapter_activation = adapter_activation
     self.adapter_init_stddev = adapter_init_stddev
@@ -138,6 +144,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             layer_norm_epsilon=layer_norm_epsilon,
+            recompute_attention=recompute_attention,
             adapter_size=None if i in self.adapter_leave_out else adapter_size,
             adapter_activation=adapter_activation,
             adapter_init_stddev=adapter_init_stddev,
@@ -232,6 +239,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         "dropout_rate": self.dropout_rate,
         "attention_dropout_rate": self.attention_dropout_rate,
         "layer_norm_epsilon": self.layer_norm_epsilon,
+        "recompute_attention": self.recompute_attention,
         "adapter_size": self.adapter_size,
         "adapter_activation": self.adapter_activation,
         "adapter_init_stddev": self.adapter_init_stddev,

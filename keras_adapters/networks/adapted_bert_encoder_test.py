@@ -273,6 +273,7 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     arguments = dict(
         _TINY, max_sequence_length=16, type_vocab_size=3, embedding_width=8,
         activation="gelu_approximate", dropout_rate=0.2, attention_dropout_rate=0.05,
+        recompute_attention="always",
         layer_norm_epsilon=1e-6, adapter_size=4, adapter_activation="tanh",
         adapter_init_stddev=0.1, adapter_leave_out=(0,),
         adapter_options=testing.PLACEMENT_VARIANTS["pfeiffer"], name="bert_encoder")

@@ -121,7 +121,7 @@ class ClassificationTask(base_task.Task):
 
   def build_model(self) -> keras.Model:
     model = self.config.model
-    encoder = adapted_bert.AdaptedBert(model.hub_handle, adapter_config=model.set_config)
+    encoder = adapted_bert.AdaptedBert(model.hub_handle, **self.config.adapted_bert_options)
     return classifier.build_classifier(encoder, self.spec.num_classes, pooling=model.pooling)
 
   def loss(self, labels, outputs):

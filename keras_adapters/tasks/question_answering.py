@@ -230,8 +230,7 @@ class QuestionAnsweringTask(base_task.Task):
 
 def build_model(config: config_definitions.ExperimentConfig):
   """The span labeler of `config`: its encoder with its adapters, and the span head."""
-  encoder = adapted_bert.AdaptedBert(config.model.hub_handle,
-                                     adapter_config=config.model.set_config)
+  encoder = adapted_bert.AdaptedBert(config.model.hub_handle, **config.adapted_bert_options)
   return span_labeler.build_span_labeler(encoder)
 
 
