@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.layers import self_attention
 from keras_adapters.methods import lora
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -83,10 +84,19 @@ def define_batch_benchmark_flags(*, steps: int, steps_help: str, output_name: st
   flags.DEFINE_string("child", None, f"Internal: {child_help}")
 
 
-def build_model(hub_handle: str, setup: str, num_classes: int) -> keras.Model:
-  """The paper's task model (encoder + classification head) for one of `SETUPS`, seeded."""
+def build_model(hub_handle: str, setup: str, num_classes: int,
+                seq_length: Optional[int] = None,
+                recompute_attention: str = "auto") -> keras.Model:
+  """The paper's task model (encoder + classification head) for one of `SETUPS`, seeded.
+
+  `seq_length`, when given, decides whether attention recomputes ("auto") as the CLIs decide
+  by `--max_seq_length` (`INPUTS_SPEC`'s steps have no static length to decide by).
+  """
   keras.utils.set_random_seed(0)
-  encoder = adapted_bert.AdaptedBert(hub_handle, **SETUPS[setup])
+  encoder = adapted_bert.AdaptedBert(
+      hub_handle,
+      recompute_attention=self_attention.recompute_for_length(recompute_attention, seq_length),
+      **SETUPS[setup])
   return classifier.build_classifier(encoder, num_classes)
 
 
@@ -100,6 +110,23 @@ def random_batch(model: keras.Model, batch_size: int, seq_length: int,
       input_word_ids=tf.constant(rng.integers(0, encoder.encoder.vocab_size, shape), tf.int32),
       input_mask=tf.ones(shape, tf.int32), input_type_ids=tf.zeros(shape, tf.int32))
   return inputs, tf.constant(rng.integers(0, num_classes, [batch_size]), tf.int32)
+
+
+def measure_training(hub_handle: str, setup: str, num_classes: int, *, batch_size: int,
+                     seq_length: int, steps: int, warmup_steps: int, baseline_mib: float,
+                     recompute_attention: str = "auto") -> Dict[str, Any]:
+  """One training row, in this fresh process: the median of `steps` timed steps of
+  `make_train_step` on a random batch, and the peak resident memory over `baseline_mib` (the
+  process's footprint read before the model was built)."""
+  model = build_model(hub_handle, setup, num_classes, seq_length=seq_length,
+                      recompute_attention=recompute_attention)
+  inputs, labels = random_batch(model, batch_size, seq_length, num_classes)
+  step = make_train_step(model, num_train_steps=1000)
+  seconds = time_calls(lambda: step(inputs, labels).numpy(), steps=steps,
+                       warmup_steps=warmup_steps)
+  return dict(step_ms=1e3 * statistics.median(seconds), times_ms=[1e3 * s for s in seconds],
+              peak_mb=peak_rss_mib() - baseline_mib, baseline_mb=baseline_mib,
+              **parameter_counts(model))
 
 
 def parameter_counts(model: keras.Model) -> Dict[str, int]:

@@ -181,15 +181,10 @@ def _train_child(row):
   """Ours: one training row, in this fresh process."""
   baseline = harness.resident_mib()
   process_memory.guard(FLAGS.memory_limit_mb, baseline_rss_mib=baseline)
-  model = harness.build_model(encoder_dir(row["shape"]), row["method"], _NUM_CLASSES)
-  inputs, labels = harness.random_batch(model, row["batch"], row["seq"], _NUM_CLASSES)
-  step = harness.make_train_step(model, num_train_steps=1000)
-  seconds = harness.time_calls(lambda: step(inputs, labels).numpy(), steps=FLAGS.steps,
-                               warmup_steps=FLAGS.warmup_steps)
-  peak = harness.peak_rss_mib()
-  return dict(step_ms=1e3 * statistics.median(seconds), times_ms=[1e3 * s for s in seconds],
-              peak_mb=peak - baseline, baseline_mb=baseline,
-              **harness.parameter_counts(model))
+  return harness.measure_training(
+      encoder_dir(row["shape"]), row["method"], _NUM_CLASSES, batch_size=row["batch"],
+      seq_length=row["seq"], steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps,
+      baseline_mib=baseline)
 
 
 def _infer_child(row):

@@ -127,7 +127,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     # given `dtype=` computes in it whatever the global policy.
     self.self_attention = self_attention_lib.SelfAttention(
         num_heads=self.num_heads, dropout_rate=self.attention_dropout_rate,
-        recompute=self.recompute_attention, dtype=self.dtype_policy, name="self_attention")
+        recompute_attention=self.recompute_attention, dtype=self.dtype_policy, name="self_attention")
     self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
     # The activation apart from its projection, which a method may change before it.

@@ -42,9 +42,9 @@ class SelfAttention(keras.layers.Layer):
 
   For its backward pass, autodiff keeps three `[batch, heads, seq, seq]` tensors per layer
   (the softmax, the dropout mask and the dropped probabilities): at 512 tokens most of a
-  training step's memory. With `recompute` the layer keeps only the queries, keys, values and
-  the dropout mask as booleans, and computes the softmax again in the backward pass (one
-  more `QKᵀ` and softmax): the same gradients, for less memory and a slower step.
+  training step's memory. With `recompute_attention` the layer keeps only the queries, keys,
+  values and the dropout mask as booleans, and computes the softmax again in the backward
+  pass (one more `QKᵀ` and softmax): the same gradients, for less memory and a slower step.
 
   Example:
   >>> attention = SelfAttention(num_heads=2)
@@ -54,19 +54,20 @@ class SelfAttention(keras.layers.Layer):
   Args:
     num_heads: Number of attention heads; must divide the hidden size.
     dropout_rate: Dropout on the attention probabilities.
-    recompute: When to recompute the probabilities in the backward pass instead of keeping
-      them (`RECOMPUTE_CHOICES`): "auto" when the sequence's static length is at least
-      `RECOMPUTE_FROM_LENGTH`, "always" or "never".
+    recompute_attention: When a training call recomputes the probabilities in the backward
+      pass instead of keeping them (`RECOMPUTE_CHOICES`): "auto" when the sequence's static
+      length is at least `RECOMPUTE_FROM_LENGTH`, "always" or "never".
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
-  def __init__(self, num_heads, dropout_rate=0.0, recompute="auto", **kwargs):
+  def __init__(self, num_heads, dropout_rate=0.0, recompute_attention="auto", **kwargs):
     super().__init__(**kwargs)
-    if recompute not in RECOMPUTE_CHOICES:
-      raise ValueError(f"recompute={recompute!r} is not one of {RECOMPUTE_CHOICES}.")
+    if recompute_attention not in RECOMPUTE_CHOICES:
+      raise ValueError(f"recompute_attention={recompute_attention!r}: choose one of "
+                       f"{', '.join(RECOMPUTE_CHOICES)}.")
     self.num_heads = num_heads
     self.dropout_rate = dropout_rate
-    self.recompute = recompute
+    self.recompute_attention = recompute_attention
 
   def build(self, input_shape):
     hidden_size = tf.TensorShape(input_shape)[-1]
@@ -131,8 +132,12 @@ class SelfAttention(keras.layers.Layer):
     # Masked keys get a large negative score, as in Keras' masked softmax.
     score_bias = (None if attention_mask is None else
                   (1.0 - tf.cast(attention_mask[:, tf.newaxis], tf.float32)) * -1e9)
-    if recompute_for_length(self.recompute, inputs.shape[1]) == "always":
-      context = self._recomputed_attention(query, key, value, score_bias, training)
+    # Only a training call has a backward pass to spare memory for; inference (and the
+    # SavedModels exported from it) keeps autodiff's plain graph.
+    training_call = training is not None and not tf.is_tensor(training) and bool(training)
+    if training_call and recompute_for_length(self.recompute_attention,
+                                              inputs.shape[1]) == "always":
+      context = self._recomputed_attention(query, key, value, score_bias)
     else:
       probabilities = self.attention_dropout(
           _probabilities(query, key, score_bias, self.compute_dtype), training=training)
@@ -141,47 +146,53 @@ class SelfAttention(keras.layers.Layer):
     output = project(_OUTPUT_PROJECTION, tf.reshape(context, [-1, hidden_size]))
     return tf.reshape(output, [batch_size, seq_length, hidden_size])
 
-  def _recomputed_attention(self, query, key, value, score_bias, training):
-    """`dropout(softmax(QKᵀ + bias)) V`, keeping Q, K, V and the kept positions for the
-    gradient instead of the probabilities."""
+  def _recomputed_attention(self, query, key, value, score_bias):
+    """`dropout(softmax(QKᵀ + bias)) V` in training, keeping Q, K, V and the kept positions
+    for the gradient instead of the probabilities."""
     keep_scale = None
-    if self.dropout_rate and training is not None and training is not False:
+    if self.dropout_rate:
       # The mask the dropout layer would draw for the probabilities (same generator, shape
       # and dtype, so the same random stream), kept as booleans: a byte per probability.
       shape = tf.concat([tf.shape(query)[:-1], tf.shape(key)[-2:-1]], axis=0)
-      kept = self.attention_dropout(tf.ones(shape, self.compute_dtype), training=training) > 0
-      keep_scale = lambda: tf.cast(kept, self.compute_dtype) / (1.0 - self.dropout_rate)
-    dropped = lambda p: p if keep_scale is None else p * keep_scale()
+      kept = self.attention_dropout(tf.ones(shape, self.compute_dtype), training=True) > 0
+      # Kept positions scaled by 1 / (1 - rate) as the dropout layer scales them; made where
+      # it is used, never kept between the passes.
+      keep_scale = lambda: tf.cast(kept, self.compute_dtype) * (1.0 / (1.0 - self.dropout_rate))
 
     @tf.custom_gradient
     def attend(query, key, value):
-      probabilities = _probabilities(query, key, score_bias, self.compute_dtype)
+      dropped = _probabilities(query, key, score_bias, self.compute_dtype)
+      if keep_scale is not None:
+        dropped *= keep_scale()
 
       def gradient(context_gradient):
         # Recomputed only once the gradient has arrived: without this dependency TensorFlow
         # may recompute every layer's probabilities at once, and nothing is saved.
         with tf.control_dependencies([context_gradient]):
           probabilities = _probabilities(query, key, score_bias, tf.float32)
-        value_gradient = tf.matmul(dropped(tf.cast(probabilities, self.compute_dtype)),
-                                   context_gradient, transpose_a=True)
-        probabilities_gradient = tf.cast(
-            dropped(tf.matmul(context_gradient, value, transpose_b=True)), tf.float32)
+          scale = None if keep_scale is None else keep_scale()
+        dropped = tf.cast(probabilities, self.compute_dtype)
+        dropped_gradient = tf.matmul(context_gradient, value, transpose_b=True)
+        if scale is not None:
+          dropped, dropped_gradient = dropped * scale, dropped_gradient * scale
+        probabilities_gradient = tf.cast(dropped_gradient, tf.float32)
         # The softmax's gradient, as TensorFlow's `SoftmaxGrad` computes it, in float32.
         score_gradient = tf.cast(probabilities * (
             probabilities_gradient - tf.reduce_sum(probabilities_gradient * probabilities,
                                                    axis=-1, keepdims=True)),
                                  self.compute_dtype)
-        return (tf.matmul(score_gradient, key), tf.matmul(score_gradient, query,
-                                                          transpose_a=True), value_gradient)
+        return (tf.matmul(score_gradient, key),
+                tf.matmul(score_gradient, query, transpose_a=True),
+                tf.matmul(dropped, context_gradient, transpose_a=True))
 
-      return tf.matmul(dropped(probabilities), value), gradient
+      return tf.matmul(dropped, value), gradient
 
     return attend(query, key, value)
 
   def get_config(self):
     config = super().get_config()
     config.update({"num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
-                   "recompute": self.recompute})
+                   "recompute_attention": self.recompute_attention})
     return config
 
 

@@ -123,7 +123,7 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     ours, _ = _twins(dropout_rate)
     results = []
     for recompute in ("never", "always"):
-      layer = self_attention.SelfAttention(_HEADS, dropout_rate, recompute=recompute)
+      layer = self_attention.SelfAttention(_HEADS, dropout_rate, recompute_attention=recompute)
       layer(_inputs())
       layer.set_weights(ours.get_weights())
       x = _inputs()
@@ -143,31 +143,34 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     gradients = []
     for recompute in ("never", "always"):
       with precision.policy_scope(name):
-        layer = self_attention.SelfAttention(_HEADS, recompute=recompute)
+        layer = self_attention.SelfAttention(_HEADS, recompute_attention=recompute)
       layer(_inputs())
       layer.set_weights(_twins()[0].get_weights())
       with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(tf.sin(tf.cast(layer(_inputs(), attention_mask=_mask()),
-                                            tf.float32)))
+        loss = tf.reduce_sum(tf.sin(tf.cast(
+            layer(_inputs(), attention_mask=_mask(), training=True), tf.float32)))
       gradients.append(tape.gradient(loss, layer.weights))
     for recomputed, kept in zip(gradients[1], gradients[0]):
       self.assertAllClose(recomputed, kept, atol=5e-2, rtol=5e-2)
 
   @parameterized.named_parameters(
-      ("auto_short", "auto", 8, False), ("auto_long", "auto", self_attention.RECOMPUTE_FROM_LENGTH,
-                                         True),
-      ("auto_unknown_length", "auto", None, False), ("always", "always", 8, True),
-      ("never", "never", self_attention.RECOMPUTE_FROM_LENGTH, False))
-  def test_when_the_backward_pass_recomputes(self, recompute, seq_length, recomputes):
+      ("auto_short", "auto", 8, True, False),
+      ("auto_long", "auto", self_attention.RECOMPUTE_FROM_LENGTH, True, True),
+      ("auto_unknown_length", "auto", None, True, False), ("always", "always", 8, True, True),
+      ("always_in_inference", "always", 8, False, False),
+      ("never", "never", self_attention.RECOMPUTE_FROM_LENGTH, True, False))
+  def test_when_the_backward_pass_recomputes(self, recompute, seq_length, training,
+                                             recomputes):
     """The gradient graph has a second softmax exactly when the probabilities are
-    recomputed: "auto" from RECOMPUTE_FROM_LENGTH tokens of static length."""
-    layer = self_attention.SelfAttention(2, recompute=recompute)
+    recomputed: in training calls, "auto" from RECOMPUTE_FROM_LENGTH tokens of static
+    length."""
+    layer = self_attention.SelfAttention(2, recompute_attention=recompute)
     layer(tf.zeros([1, 4, 8]))
 
     @tf.function(input_signature=[tf.TensorSpec([1, seq_length, 8])])
     def gradients(x):
       with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(layer(x, training=True))
+        loss = tf.reduce_sum(layer(x, training=training))
       return tape.gradient(loss, layer.trainable_weights)
 
     graph = gradients.get_concrete_function().graph
@@ -175,8 +178,9 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(softmaxes, 2 if recomputes else 1)
 
   def test_unknown_recompute_setting_is_refused(self):
-    with self.assertRaisesRegex(ValueError, "recompute='sometimes' is not one of"):
-      self_attention.SelfAttention(2, recompute="sometimes")
+    with self.assertRaisesRegex(
+        ValueError, "recompute_attention='sometimes': choose one of auto, always, never."):
+      self_attention.SelfAttention(2, recompute_attention="sometimes")
 
   def test_heads_must_divide_hidden_size(self):
     """A head count that does not divide the width is a clear error."""

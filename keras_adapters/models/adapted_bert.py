@@ -74,8 +74,11 @@ class AdaptedBert(keras.layers.Layer):
       value that differs is an error.
     recompute_attention: When the attention probabilities are recomputed in the backward
       pass instead of kept, which saves most of a training step's memory at long sequences
-      for a slower step; the gradients are the same. "auto" (from
-      `RECOMPUTE_FROM_LENGTH`, 512 tokens, of static length), "always" or "never".
+      for a slower step; the gradients are the same. "auto": from 512 tokens
+      (`self_attention.RECOMPUTE_FROM_LENGTH`) of static length; inputs of unknown length
+      (`keras.Input([None])`, batches padded to their longest example) keep the
+      probabilities, so pass "always" for long ones (the CLIs decide by `--max_seq_length`).
+      "always" or "never".
     adapter_config: An `AdapterConfig`, `LoRAConfig` or `IA3Config` (or its `to_dict()`)
       for the first adapter set; an `AdapterConfig` goes in
       place of `adapter_size`, `tuning`, `top_k`, `adapter_activation` and

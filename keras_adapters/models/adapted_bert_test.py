@@ -155,7 +155,7 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(rebuilt(self.inputs)["pooled_output"],
                         layer(self.inputs)["pooled_output"], atol=1e-6)
     self._assert_matches_hub(rebuilt(self.inputs, training=False))
-    self.assertEqual({block.self_attention.recompute
+    self.assertEqual({block.self_attention.recompute_attention
                       for block in rebuilt.encoder.transformer_layers}, {"always"})
 
   def test_missing_handle_raises_with_path(self):
