@@ -100,7 +100,7 @@ def export_model_garden_variant(name, root, seed=3):
       os.path.join(root, name), seed=seed, **variant.arguments(), **assets)
 
 
-def save_tiny_hub_encoder(export_dir, seed=0, **config):
+def save_tiny_hub_encoder(export_dir, seed=0, random_stddev=None, **config):
   """Writes a random tiny BERT encoder with the Model Garden's TF Hub exporter; returns its path.
 
   It carries the tiny vocab (`save_tiny_vocab`) and `do_lower_case=True`, as TF Hub BERTs
@@ -109,12 +109,16 @@ def save_tiny_hub_encoder(export_dir, seed=0, **config):
   Args:
     export_dir: Folder to write.
     seed: Seed of the random weights.
+    random_stddev: Their standard deviation; `None`: `export_encoder`'s. Deep, wide shapes
+      need BERT's 0.02, or their outputs saturate.
     **config: Arguments of `tiny_bert_config`.
   """
   vocab_dir = _process_temp_dir("tiny_vocab_")
+  spread = {} if random_stddev is None else dict(random_stddev=random_stddev)
   return model_garden_export.export_encoder(
       export_dir, bert_config=tiny_bert_config(**config), seed=seed,
-      vocab_file=save_tiny_vocab(os.path.join(vocab_dir, "vocab.txt")), do_lower_case=True)
+      vocab_file=save_tiny_vocab(os.path.join(vocab_dir, "vocab.txt")), do_lower_case=True,
+      **spread)
 
 
 TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
