@@ -28,9 +28,12 @@ SESSIONS_FILE = "sessions.json"
 # Settings added after runs were first recorded, with the value every run recorded before
 # them had: the precision and XLA settings, the adapter fields that had no flag of their
 # own (a record then held them, when not the defaults, under `adapter_config`), and the
-# method (every earlier run trained adapters or a baseline) with the other methods' defaults.
+# method (every earlier run trained adapters or a baseline) with the other methods' defaults,
+# and recomputing attention as "auto" (it changes no result; at the lengths of earlier runs
+# "auto" keeps the probabilities, as they all did).
 _SETTINGS_ADDED_LATER = dict(
     mixed_precision="float32", jit_compile=False, method=config_definitions.ADAPTERS_METHOD,
+    recompute_attention="auto",
     **{settings.flag_name(field): list(value) if isinstance(value, tuple) else value
        for config_cls in config_definitions.LIBRARY_CONFIGS
        for path, field in config_definitions.leaves(config_cls)
