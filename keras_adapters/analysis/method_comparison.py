@@ -32,6 +32,9 @@ METHODS = {
     "lora": dict(method="lora", learning_rate=1e-3),
     "ia3": dict(method="ia3", learning_rate=3e-3),
 }
+# The setting that sizes a method's trained parameters, and the letter that tags a point of it
+# in tables and figures (m=64, k=3, r=8).
+SIZE_TAGS = (("adapter_size", "m"), ("top_k", "k"), ("lora_r", "r"))
 
 
 def method_config(base_config, method, num_layers):

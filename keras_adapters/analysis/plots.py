@@ -13,6 +13,7 @@ from matplotlib import figure as figure_lib
 import numpy as np
 
 from keras_adapters.analysis import ablation
+from keras_adapters.analysis import method_comparison
 from keras_adapters.utils import atomic_io
 
 _METHOD_STYLES = dict(adapters=("tab:orange", "o", "adapters"),
@@ -21,8 +22,6 @@ _METHOD_STYLES = dict(adapters=("tab:orange", "o", "adapters"),
                       full=("black", "D", "full fine-tuning"),
                       lora=("tab:purple", "v", "LoRA"),
                       ia3=("tab:brown", "P", "(IA)³"))
-# The field a point of the trade-off is labelled by, and its letter.
-_POINT_TAGS = (("adapter_size", "m"), ("top_k", "k"), ("lora_r", "r"))
 
 
 def plot_study(summary: Mapping[str, Any], path: str) -> str:
@@ -101,7 +100,7 @@ def _tradeoff(fig, summary):
                   [p["mean"] - full for p in points], yerr=[p["sem"] for p in points],
                   color=color, marker=marker, capsize=3, label=label)
     for p in points:
-      for field, letter in _POINT_TAGS:
+      for field, letter in method_comparison.SIZE_TAGS:
         if p.get(field):
           axes.annotate(f"{letter}={p[field]}", (p["trainable_parameters"], p["mean"] - full),
                         fontsize=6, textcoords="offset points", xytext=(3, 3))

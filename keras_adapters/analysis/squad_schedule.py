@@ -6,12 +6,13 @@ Section 3.5). Here, in two resumable grids of runs (`core.grid`):
 
 1. **Search**, never on the dev set: each point trains on a seeded subset of the training
    file and is scored on held-out training questions (`SquadConfig.holdout_questions`).
-   Adapters (m=64 and m=256) over epochs {1, 2, 3} and rates around 1e-3; full fine-tuning
-   over epochs {1, 2} and rates 5e-5 and 1e-4.
-2. **Selected**: each method's best point by held-out F1 within its parameter budget (adapters:
-   at most `PARAMETER_BUDGET_PERCENT` of the base, so m=256 on this 384-wide base is searched
-   to show what size buys, not selected), trained on the budget's training questions and
-   scored once on the full dev set.
+   Adapters (m=64 and m=256) and LoRA (r=8, peft's default) over epochs {1, 2, 3} and rates
+   around 1e-3; full fine-tuning over epochs {1, 2} and rates 5e-5 and 1e-4.
+2. **Selected**: each method's best point by held-out F1 within its parameter budget (adapters
+   and LoRA: at most `PARAMETER_BUDGET_PERCENT` of the base, so m=256 on this 384-wide base is
+   searched to show what size buys, not selected), trained on the budget's training questions
+   and scored once on the full dev set. A method's selected run is kept while the search
+   selects the same point, so a method added to the search adds its own run only.
 """
 
 import dataclasses
@@ -32,15 +33,16 @@ SELECTED_MARKDOWN = "paper_schedule.md"
 # The search grid of each method: the paper's grids cut to a CPU budget.
 SEARCH = dict(
     adapters=dict(adapter_size=(64, 256), learning_rate=(1e-3, 2e-3), epochs=(1.0, 2.0, 3.0)),
-    full=dict(learning_rate=(5e-5, 1e-4), epochs=(1.0, 2.0)))
+    full=dict(learning_rate=(5e-5, 1e-4), epochs=(1.0, 2.0)),
+    lora=dict(lora_r=(8,), learning_rate=(1e-3, 2e-3), epochs=(1.0, 2.0, 3.0)))
 # Questions each search point trains on, and the held-out training questions it is scored
 # on (about 2,000 windows, a tenth of the final budget, and 1,000 questions).
 SEARCH_TRAIN_QUESTIONS = 2000
 HOLDOUT_QUESTIONS = 1000
-_SETTINGS = ("adapter_size", "learning_rate", "epochs")
-# Trained parameters, in % of the base, a method's selected point may have: 3% for adapters (the
-# paper's SQuAD adapters of size 64 train 2%, its GLUE ones 3.6%). Full fine-tuning has none.
-PARAMETER_BUDGET_PERCENT = dict(adapters=3.0)
+# Trained parameters, in % of the base, a method's selected point may have: 3% for adapters and
+# LoRA (the paper's SQuAD adapters of size 64 train 2%, its GLUE ones 3.6%). Full fine-tuning
+# has none.
+PARAMETER_BUDGET_PERCENT = dict(adapters=3.0, lora=3.0)
 
 RunSquad = Callable[..., Mapping[str, Any]]
 
@@ -54,9 +56,9 @@ def search_points(base_config: config_definitions.ExperimentConfig,
     names = list(axes)
     for values in itertools.product(*(axes[name] for name in names)):
       settings = dict(zip(names, values))
-      key = "-".join([method] + ([f"m{settings['adapter_size']}"] if "adapter_size" in settings
-                                 else []) + [f"lr{settings['learning_rate']:g}",
-                                             f"e{settings['epochs']:g}"])
+      key = "-".join([method] + [f"{letter}{settings[name]}" for name, letter in
+                                 method_comparison.SIZE_TAGS if name in settings]
+                     + [f"lr{settings['learning_rate']:g}", f"e{settings['epochs']:g}"])
       points.append(grid.Point(key, method_config.replace(**settings)))
   return points
 
@@ -118,9 +120,10 @@ def run_selected(train: squad.SquadData, dev: squad.SquadData,
   selection = select(search)
   points = {point.key: point for point in search_points(base_config, num_layers)}
   path = os.path.join(results_dir, SELECTED_FILE)
-  identity = dict(_identity(train, base_config, squad_config), eval_file_sha256=dev.sha256,
-                  selection={method: row["key"] for method, row in selection.items()})
+  identity = dict(_identity(train, base_config, squad_config), eval_file_sha256=dev.sha256)
   previous = grid.read(path, identity, identity_of=lambda content: content.get("identity"))
+  done = {method: row for method, row in previous.get("methods", {}).items()
+          if method in selection and row["selected_by"]["search_key"] == selection[method]["key"]}
 
   def run_point(point):
     method_dir = os.path.join(model_dir, "schedule", point.key)
@@ -134,7 +137,7 @@ def run_selected(train: squad.SquadData, dev: squad.SquadData,
     grid.write(path, dict(identity=identity, methods=records))
 
   records = grid.run([grid.Point(method) for method in selection], run_point,
-                     done=previous.get("methods"), write=write)
+                     done=done, write=write)
   return dict(identity=identity, methods=records)
 
 
@@ -149,9 +152,8 @@ def _identity(train, config, squad_config):
 def _row(config, results):
   """One run's line of a table, with the sessions that made the run (a table's rows may come
   from several sessions, and a run may span several)."""
-  settings = config.settings()
-  return dict(method=config.model.method_name,
-              **{name: settings[name] for name in _SETTINGS},
+  settings, method = config.settings(), config.model.method_name
+  return dict(method=method, **{name: settings[name] for name in SEARCH[method]},
               exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
               trained_parameters=results["parameters"]["trainable"],
               trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
@@ -166,14 +168,14 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
   """The selected runs' table, the equal-budget rows beside them, then the search."""
   lines = ["SQuAD v1.1 dev set (official v1.1 metric, %), each method at its own selected "
            "schedule, and at one equal budget.", "",
-           "| method | schedule | m | epochs | learning rate | EM | F1 | trained params | "
+           "| method | schedule | size | epochs | learning rate | EM | F1 | trained params | "
            "% of base | train min (2 cores) |", "|---|---|---|---|---|---|---|---|---|---|"]
   for method, row in selected["methods"].items():
     lines.append(_markdown_row(method, "selected", row))
   for method, results in (equal_budget or {}).items():
     config = results["config"]
     lines.append(_markdown_row(method, "equal budget", dict(
-        adapter_size=config.get("adapter_size"), epochs=config["epochs"],
+        **{name: config.get(name) for name in SEARCH.get(method, ())}, epochs=config["epochs"],
         learning_rate=config["learning_rate"], exact_match=results["metrics"]["exact_match"],
         f1=results["metrics"]["f1"], trained_parameters=results["parameters"]["trainable"],
         trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
@@ -188,7 +190,8 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
 
 
 def _markdown_row(method, schedule, row):
-  size = "–" if row.get("adapter_size") is None else row["adapter_size"]
+  size = " ".join(f"{letter}={row[name]}" for name, letter in method_comparison.SIZE_TAGS
+                  if name in SEARCH.get(method, ()) and row.get(name) is not None) or "–"
   return (f"| {method} | {schedule} | {size} | {row['epochs']:g} | {row['learning_rate']:g} | "
           f"{row['exact_match']:.2f} | {row['f1']:.2f} | {row['trained_parameters']:,} | "
           f"{row['trainable_percent_of_base']:.2f} | {row['train_minutes']:.1f} |")

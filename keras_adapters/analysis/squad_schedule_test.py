@@ -13,8 +13,10 @@ from keras_adapters.tasks import question_answering
 
 
 def _fake_f1(settings):
-  """Adapters best at m=256 (over the parameter budget), then m=64, at lr 2e-3, 3 epochs; full
-  fine-tuning best at lr 1e-4, 1 epoch."""
+  """Adapters best at m=256 (over the parameter budget), then m=64, at lr 2e-3, 3 epochs; LoRA
+  best at lr 1e-3, 2 epochs; full fine-tuning best at lr 1e-4, 1 epoch."""
+  if settings["method"] == "lora":
+    return 40 - abs(settings["epochs"] - 2) + (settings["learning_rate"] == 1e-3)
   if settings["tuning"] == "adapters":
     return 50 + settings["epochs"] + (settings["learning_rate"] == 2e-3) + (
         settings["adapter_size"] == 256)
@@ -62,9 +64,10 @@ class SquadScheduleTest(tf.test.TestCase):
 
   def test_the_grid_is_the_issue_s(self):
     keys = [point.key for point in squad_schedule.search_points(self.config, 6)]
-    self.assertLen(keys, 2 * 2 * 3 + 2 * 2)
+    self.assertLen(keys, 2 * 2 * 3 + 2 * 2 + 2 * 3)
     self.assertIn("adapters-m256-lr0.001-e3", keys)
     self.assertIn("full-lr5e-05-e2", keys)
+    self.assertIn("lora-r8-lr0.002-e1", keys)
 
   def test_search_scores_held_out_training_questions_and_resumes_after_a_stop(self):
     with self.assertRaises(KeyboardInterrupt):
@@ -73,14 +76,16 @@ class SquadScheduleTest(tf.test.TestCase):
     self.assertLen(recorded["points"], 5)
     runs = FakeRuns()
     search = self._search(runs)
-    self.assertLen(runs.calls, 16 - 5)
+    self.assertLen(runs.calls, 22 - 5)
     for _, squad_config, dev, export_dir in runs.calls:
       self.assertIs(dev, self.train)  # Never the dev set.
       self.assertEqual((squad_config.max_train_examples, squad_config.holdout_questions),
                        (squad_schedule.SEARCH_TRAIN_QUESTIONS,
                         squad_schedule.HOLDOUT_QUESTIONS))
       self.assertIsNone(export_dir)
-    self.assertLen(search, 16)
+    self.assertLen(search, 22)
+    self.assertEqual((search["lora-r8-lr0.001-e2"]["method"],
+                      search["lora-r8-lr0.001-e2"]["lora_r"]), ("lora", 8))
     self.assertEmpty(FakeRuns().calls)
     self.assertEqual(self._search(FakeRuns(fail_at=0)), search)  # Finished: nothing runs.
 
@@ -91,12 +96,13 @@ class SquadScheduleTest(tf.test.TestCase):
     self.assertGreater(search["adapters-m256-lr0.002-e3"]["f1"],
                        search["adapters-m64-lr0.002-e3"]["f1"])
     self.assertEqual({method: row["key"] for method, row in selection.items()},
-                     dict(adapters="adapters-m64-lr0.002-e3", full="full-lr0.0001-e1"))
+                     dict(adapters="adapters-m64-lr0.002-e3", full="full-lr0.0001-e1",
+                          lora="lora-r8-lr0.001-e2"))
     runs = FakeRuns()
     selected = squad_schedule.run_selected(self.train, self.dev, self.config,
                                            self.squad_config, search, 6, self.model_dir,
                                            self.results_dir, run_squad=runs)
-    self.assertEqual([call[0] for call in runs.calls], ["adapters", "full"])
+    self.assertEqual([call[0] for call in runs.calls], ["adapters", "full", "lora"])
     for _, squad_config, dev, export_dir in runs.calls:
       self.assertIs(dev, self.dev)
       self.assertEqual((squad_config.max_train_examples, squad_config.holdout_questions),
@@ -110,8 +116,32 @@ class SquadScheduleTest(tf.test.TestCase):
     self.assertEqual(selected["methods"]["full"]["provenance"],
                      [dict(command="session of full")])
     table = squad_schedule.markdown(selected, search, None)
-    self.assertIn("| adapters | selected | 64 | 3 | 0.002 |", table)
+    self.assertIn("| adapters | selected | m=64 | 3 | 0.002 |", table)
+    self.assertIn("| full | selected | – | 1 | 0.0001 |", table)
+    self.assertIn("| lora | selected | r=8 | 2 | 0.001 |", table)
     self.assertIn("| full-lr5e-05-e2 |", table)
+
+  def test_a_method_added_to_the_search_adds_its_own_selected_run_only(self):
+    search = self._search(FakeRuns())
+    before = {key: row for key, row in search.items() if not key.startswith("lora")}
+    first = FakeRuns()
+    self._selected(before, first)
+    self.assertEqual([call[0] for call in first.calls], ["adapters", "full"])
+    runs = FakeRuns()
+    selected = self._selected(search, runs)
+    self.assertEqual([call[0] for call in runs.calls], ["lora"])
+    self.assertEqual(list(selected["methods"]), ["adapters", "full", "lora"])
+    # A search that now selects another point for a method trains that method again.
+    changed = dict(search, **{"full-lr5e-05-e2": dict(search["full-lr5e-05-e2"], f1=99.0)})
+    runs = FakeRuns()
+    selected = self._selected(changed, runs)
+    self.assertEqual([call[0] for call in runs.calls], ["full"])
+    self.assertEqual(selected["methods"]["full"]["selected_by"]["search_key"], "full-lr5e-05-e2")
+
+  def _selected(self, search, runs):
+    return squad_schedule.run_selected(self.train, self.dev, self.config, self.squad_config,
+                                       search, 6, self.model_dir, self.results_dir,
+                                       run_squad=runs)
 
   def test_a_search_of_other_data_is_refused(self):
     self._search(FakeRuns())
