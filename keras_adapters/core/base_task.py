@@ -14,6 +14,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.core import config_definitions
+from keras_adapters.hub import hub_encoder
 from keras_adapters.training import trainer as trainer_lib
 
 
@@ -22,12 +23,33 @@ class Task(abc.ABC):
 
   The driver calls, in order: `prepare` (check everything before the first step),
   `definition` (the run's record), `check_export_dir`; then, once the run folder is held:
-  `pending_evaluations` and `exported`, `steps_per_epoch`, `build_model`, `loss` and
-  `train_dataset` (through the Trainer), `initial_results`, `evaluate` and `export`.
+  `pending_evaluations` and `exported`, `steps_per_epoch`, `build_model` (by `built_model`),
+  `loss` and `train_dataset` (through the Trainer), `initial_results`, `evaluate` and
+  `export`.
   """
 
   def __init__(self, config: config_definitions.ExperimentConfig):
     self.config = config
+    self._base = None
+
+  def read_base(self) -> hub_encoder.HubEncoderWeights:
+    """The config's base encoder, read and checked against the Hub model once per task.
+
+    Its weights are held until the model is built (`built_model`), which takes them from here
+    instead of reading and checking the SavedModel again (a quarter of a minute for
+    BERT-large); then dropped, so that a large base's copy does not stay beside the model's
+    for the whole run.
+    """
+    if self._base is None:
+      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle)
+    return self._base
+
+  def built_model(self) -> keras.Model:
+    """`build_model`, after which the base's weights are no longer held."""
+    model = self.build_model()
+    if self._base is not None:
+      self._base = self._base.without_weights()
+    return model
 
   @property
   @abc.abstractmethod

@@ -87,7 +87,7 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
   steps_per_epoch = task.steps_per_epoch()
   num_train_steps = max(1, round(config.trainer.epochs * steps_per_epoch))
   trainer = trainer_lib.Trainer(
-      task.build_model, task.loss, task.train_dataset,
+      task.built_model, task.loss, task.train_dataset,
       num_train_steps=num_train_steps, learning_rate=config.trainer.learning_rate,
       model_dir=model_dir, warmup_fraction=config.trainer.warmup_fraction,
       weight_decay=config.trainer.weight_decay, strategy=strategy,
@@ -106,7 +106,7 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
   model = trainer.model
   if model is None:  # Finished earlier: restore the final weights.
     with strategy.scope():
-      model = task.build_model()
+      model = task.built_model()
     tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
 
   if results is None:

@@ -226,7 +226,7 @@ class _MultitaskModule(tf.Module):
 
   def __init__(self, encoder, specs, layer_norm_epsilon):
     super().__init__(name="multitask")
-    self.encoder = encoder
+    self._encoder = task_export.keras_model_in_module(self, encoder)
     self.specs = specs
     self.adapters = task_routing.StackedAdapters(
         [spec.adapter_weights for spec in specs], encoder.num_layers,
@@ -286,8 +286,7 @@ class _MultitaskModule(tf.Module):
   def _logits(self, inputs, task_ids):
     """Logits `[batch, most classes]` of one task (`task_ids` a scalar) or of each example's
     own task (`task_ids` `[batch]`): shared encoder, the tasks' adapters, pooling and head."""
-    outputs = self.encoder(inputs, training=False,
-                           adapters=self.adapters.encoder_adapters(task_ids))
+    outputs = self._encoder(inputs, adapters=self.adapters.encoder_adapters(task_ids))
     pooled = tf.stack([
         outputs["pooled_output"],
         adapted_bert_encoder.masked_mean(outputs["sequence_output"], inputs["input_mask"]),

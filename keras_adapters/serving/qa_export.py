@@ -49,7 +49,7 @@ class _QaModule(tf.Module):
   def __init__(self, model, vocab_file, lower_case, settings, n_best_size,
                max_answer_length):
     super().__init__(name="question_answering")
-    self.model = model
+    self._model = task_export.keras_model_in_module(self, model)
     self._lower_case = lower_case
     self._settings = settings
     self._n_best_size = n_best_size
@@ -123,7 +123,7 @@ class _QaModule(tf.Module):
     in_window = position <= doc_offset + lengths
     inputs = dict(input_word_ids=word_ids, input_mask=tf.cast(in_window, tf.int32),
                   input_type_ids=tf.cast(in_window & (position >= doc_offset), tf.int32))
-    outputs = self.model(inputs, training=False)
+    outputs = self._model(inputs)
     start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
 
     # squad_lib's "max context": the window where the token is farthest from both edges.

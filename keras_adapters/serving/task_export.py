@@ -5,6 +5,7 @@ Also what every export of this package checks before it replaces a folder (`expo
 """
 
 import contextlib
+import functools
 import os
 
 import tensorflow as tf
@@ -31,7 +32,7 @@ class _TaskModule(tf.Module):
 
   def __init__(self, model, preprocessor, text_fields, seq_length, label_names):
     super().__init__(name="task")
-    self.model = model
+    self._model = keras_model_in_module(self, model)
     self.preprocessor = preprocessor
     self.text_fields = tuple(text_fields)
     self.seq_length = seq_length
@@ -42,7 +43,19 @@ class _TaskModule(tf.Module):
 
   def predict(self, texts):
     inputs = pack_texts(self.preprocessor, texts, self.seq_length)
-    return task_outputs(self.model(inputs, training=False), self.is_regression)
+    return task_outputs(self._model(inputs), self.is_regression)
+
+
+def keras_model_in_module(module, model):
+  """`model` in inference mode, to call from `module`'s serving functions, with only its
+  weights tracked by `module` (`module.model_weights`, what the SavedModel must hold).
+
+  A Keras model tracked itself is written the way Keras saves models: every layer's call
+  functions traced and stored beside their metadata. That was most of an export's time (and
+  part of every load's) for graphs no signature calls.
+  """
+  module.model_weights = list(model.weights)
+  return functools.partial(model, training=False)
 
 
 def pack_texts(preprocessor, texts, seq_length):

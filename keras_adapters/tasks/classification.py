@@ -27,7 +27,6 @@ from keras_adapters.data import features
 from keras_adapters.data import metrics as metrics_lib
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
-from keras_adapters.hub import hub_encoder
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
@@ -53,7 +52,6 @@ class ClassificationTask(base_task.Task):
     super().__init__(config)
     self.spec = spec
     self.splits = dict(splits)
-    self._base = None
     self._preprocessor = None
 
   @property
@@ -63,13 +61,6 @@ class ClassificationTask(base_task.Task):
   @property
   def _evaluated(self):
     return {name: split for name, split in self.splits.items() if name != "train"}
-
-  def _read_base(self):
-    if self._base is None:
-      # Its weights are not held: the model reads them when it is built, and a large
-      # base's copy would stay beside the model's for the whole run.
-      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle).without_weights()
-    return self._base
 
   def prepare(self) -> None:
     check_splits(self.spec, self.splits)
@@ -82,7 +73,7 @@ class ClassificationTask(base_task.Task):
       raise errors.UsageError(
           f"max_seq_length={seq_length} leaves no room for text beside [CLS] and "
           f"{len(self.spec.text_fields)} [SEP]; use at least {needed} (usually 128).")
-    base = self._read_base()
+    base = self.read_base()
     compatibility.check_seq_length(seq_length, base.config)
     self._preprocessor = compatibility.load_preprocessor(model.preprocess_handle)
     compatibility.check_preprocessor(self._preprocessor, base.config,
@@ -99,7 +90,7 @@ class ClassificationTask(base_task.Task):
         format_version=_RUN_FORMAT_VERSION, task=spec.name, text_fields=list(spec.text_fields),
         label_names=None if spec.is_regression else list(spec.label_names),
         train_examples=len(train), train_fingerprint=data_fingerprint(train),
-        base_fingerprint=self._read_base().fingerprint, config=self.config.definition())
+        base_fingerprint=self.read_base().fingerprint, config=self.config.definition())
 
   def check_export_dir(self, export_dir: str) -> None:
     for name, marker in (("saved_model", "saved_model.pb"),

@@ -18,6 +18,7 @@ import tensorflow_hub as hub
 
 from keras_adapters.core import config_definitions
 from keras_adapters.core import run_records
+from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -323,6 +324,25 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
       classification.run_task(self.spec, dict(validation=self.splits["validation"],
                                            test=self.splits["test"]), self.config, model_dir)
     self.assertFalse(os.path.exists(os.path.join(model_dir, run_records.RESULTS_FILE)))
+
+
+class BaseReadOnceTest(tf.test.TestCase):
+
+  def test_a_large_base_is_read_once_and_not_held_after_the_model_is_built(self):
+    """Every base counts as large (none kept by the small-base cache): the task's read is
+    the one the model is built from, and its weights are let go once the model has them."""
+    spec, splits = training_testing.colour_task()
+    task = classification.ClassificationTask(spec, splits, training_testing.run_config())
+    hub_encoder.clear_cache()
+    reads = mock.Mock(wraps=hub_encoder._read_hub_encoder)  # pylint: disable=protected-access
+    with mock.patch.object(hub_encoder, "SMALL_BASE_BYTES", 0), \
+        mock.patch.object(hub_encoder, "_read_hub_encoder", reads):
+      task.prepare()
+      self.assertNotEmpty(task.read_base().weights)
+      model = task.built_model()
+    self.assertEqual(reads.call_count, 1)
+    self.assertEmpty(task.read_base().weights)
+    self.assertGreater(model.count_params(), 0)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from keras_adapters.data import squad
 from keras_adapters.data import squad_features
 from keras_adapters.data import squad_tokenizer
 from keras_adapters.hub import compatibility
-from keras_adapters.hub import hub_encoder
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import saving
 from keras_adapters.models import span_labeler
@@ -122,7 +121,6 @@ class QuestionAnsweringTask(base_task.Task):
     self.train_ids = squad.sample_question_ids(
         train, squad_config.max_train_examples,
         exclude=self.eval_ids if squad_config.holdout_questions else ())
-    self._base = None
     self._tokenizer = None
     self._train_features = None
 
@@ -130,16 +128,9 @@ class QuestionAnsweringTask(base_task.Task):
   def name(self) -> str:
     return TASK
 
-  def _read_base(self):
-    if self._base is None:
-      # Its weights are not held: the model reads them when it is built, and a large
-      # base's copy would stay beside the model's for the whole run.
-      self._base = hub_encoder.read_hub_encoder(self.config.model.hub_handle).without_weights()
-    return self._base
-
   def prepare(self) -> None:
     model = self.config.model
-    base = self._read_base()
+    base = self.read_base()
     compatibility.check_seq_length(self.config.data.max_seq_length, base.config)
     self._tokenizer = squad_tokenizer.PreprocessingTokenizer(
         model.preprocess_handle, encoder_config=base.config, encoder_tokenizer=base.tokenizer)
@@ -156,7 +147,7 @@ class QuestionAnsweringTask(base_task.Task):
     return dict(
         task=TASK, train_file_sha256=self.train.sha256, train_examples=len(questions),
         train_fingerprint="sha256:" + _sha256(questions),
-        base_fingerprint=self._read_base().fingerprint, config=self.config.definition(),
+        base_fingerprint=self.read_base().fingerprint, config=self.config.definition(),
         windows=dict(doc_stride=self.squad_config.doc_stride,
                      max_query_length=self.squad_config.max_query_length))
 
