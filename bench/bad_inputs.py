@@ -129,6 +129,10 @@ def expect_result(check: Callable[[Any], Optional[str]],
   return judge
 
 
+# What a failed run's one error line is followed by (experiments/cli.py).
+_VERBOSE_HINT = "Rerun with --verbose for the traceback."
+
+
 def expect_cli_error(status: int, pattern: str) -> Callable[[Outcome], Verdict]:
   """A clear CLI error: exit `status`, no traceback, one error line matching `pattern`
   (status 1 adds the line pointing to --verbose)."""
@@ -147,6 +151,8 @@ def expect_cli_error(status: int, pattern: str) -> Callable[[Outcome], Verdict]:
       problems.append(f"{len(lines)} lines on stderr, not {expected_lines}")
     elif not re.search(pattern, lines[0]):
       problems.append("an unexpected message")
+    elif status == 1 and lines[1] != _VERBOSE_HINT:
+      problems.append("no line pointing to --verbose")
     if problems:
       return WRONG, f"{', '.join(problems)}: {' | '.join(lines)[-300:]}"
     return CLEAR_ERROR, lines[0]
@@ -576,7 +582,11 @@ def cases() -> Sequence[Case]:
            lambda ws: (ws.classify(ws.path("cli_run")),
                        ws.classify(ws.path("cli_run"), data_path=ws.topics))[1],
            expect_cli_error(2, r"run_classification\.py: error: .*cli_run holds a run with "
-                            r"other settings: task 'reviews' there, 'topics' now"), cli=True),
+                            r"other settings: task 'reviews' there, 'topics' now; label names "
+                            r"\['bad', 'good', 'meh'\] there, \['politics', 'sport'\] now; "
+                            r"training data of 24 examples \(sha256:.*Use a new "
+                            r"--model_dir=<folder> for the new settings, or the recorded ones to "
+                            r"resume or reuse that run\.$"), cli=True),
       Case(compare, "comparison with --epochs=3 into the runs of --epochs=1",
            _comparison_with_other_epochs,
            expect_error(run_records.RunSettingsError, "adapters-seed0 " + other_settings +
@@ -706,23 +716,28 @@ def cases() -> Sequence[Case]:
       Case(cli, "run_glue.py --epochs=inf",
            lambda ws: ws.cli("run_glue.py", "--task=cola", f"--data_dir={ws.root}",
                              "--epochs=inf"),
-           expect_cli_error(2, r"^run_glue\.py: error: --epochs=inf: must be positive"),
+           expect_cli_error(2, r"^run_glue\.py: error: --epochs=inf: must be positive and "
+                            r"finite\.$"),
            cli=True),
       Case(cli, "run_squad.py --learning_rate=nan",
            lambda ws: ws.cli("run_squad.py", "--learning_rate=nan"),
-           expect_cli_error(2, r"^run_squad\.py: error: --learning_rate=nan: must be"),
+           expect_cli_error(2, r"^run_squad\.py: error: --learning_rate=nan: must be positive "
+                            r"and finite\.$"),
            cli=True),
       Case(cli, "run_automl.py --max_train_examples=-5",
            lambda ws: ws.cli("run_automl.py", "--max_train_examples=-5"),
-           expect_cli_error(2, r"^run_automl\.py: error: --max_train_examples=-5"), cli=True),
+           expect_cli_error(2, r"^run_automl\.py: error: --max_train_examples=-5: -5 is not a "
+                            r"non-negative integer$"), cli=True),
       Case(cli, "export_multitask.py with an artifact folder that does not exist",
            lambda ws: ws.cli("export_multitask.py", "--tasks=reviews=/nowhere"),
            expect_cli_error(2, r"^export_multitask\.py: error: No adapter artifact at "
-                            "'/nowhere'"), cli=True),
+                            r"'/nowhere': adapter_config\.json is missing\. Pass a folder "
+                            r"written by save_adapters\(\)\.$"), cli=True),
       Case(cli, "export_multitask.py --tasks=",
            lambda ws: ws.cli("export_multitask.py", "--tasks="),
            expect_cli_error(2, r"^export_multitask\.py: error: --tasks is empty: give the "
-                            "tasks to serve"), cli=True),
+                            r"tasks to serve as name=artifact_folder pairs, e\.g\. "
+                            r"--tasks=airline=runs/airline/export/adapters\.$"), cli=True),
       Case(cli, "run_automl.py --embeddings=glove",
            lambda ws: ws.cli("run_automl.py", "--embeddings=glove"),
            expect_cli_error(2, r"^run_automl\.py: error: --embeddings=glove: unknown 'glove'\. "
@@ -731,8 +746,9 @@ def cases() -> Sequence[Case]:
       Case(cli, "run_classification.py --verbose shows the traceback",
            lambda ws: ws.cli("run_classification.py", "--epochs=nan", "--verbose"),
            expect_result(lambda process: None if process.returncode != 0 and (
-               "Traceback (most recent call last)" in process.stderr) else
-                         f"exit status {process.returncode}, no traceback",
+               "Traceback (most recent call last)" in process.stderr) and (
+                   "UsageError: epochs=nan: must be positive and finite." in process.stderr) else
+                         f"exit status {process.returncode}, no traceback of the error",
                          "the traceback, for bug reports"), cli=True),
       Case(message, "an unclosed CSV quote on line 2 of 4",
            lambda ws: _csv(ws, "quote.csv", 'text,label\n"unclosed,a\ny,b\nz,a\n'),
