@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import cli
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.data import examples as examples_lib
 from keras_adapters.data import text_classification
@@ -51,10 +50,9 @@ class CliErrorsTest(tf.test.TestCase):
     super().setUpClass()
     root = cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "cli_errors_test")
     shutil.rmtree(root, ignore_errors=True)
-    encoder = hub_testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
-    preprocess = preprocessing.build_preprocessing_savedmodel(
-        hub_testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
-        os.path.join(root, "preprocess"), default_seq_length=testing.SEQ_LENGTH)
+    os.makedirs(root)
+    encoder = hub_testing.tiny_hub_handle()
+    preprocess = hub_testing.tiny_preprocess_handle(testing.SEQ_LENGTH)
     reviews = testing.write_csv(os.path.join(root, "reviews.csv"))
     headerless = os.path.join(root, "headerless.csv")
     with open(reviews, encoding="utf-8") as source, open(headerless, "w",

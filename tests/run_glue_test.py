@@ -15,7 +15,6 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.data import glue
 from keras_adapters.data import glue_submission
@@ -74,12 +73,9 @@ class RunGlueTest(tf.test.TestCase):
     cls.data_dir = os.path.join(cls.root, "glue")
     for task in (*glue.GLUE_TASKS, "ax"):
       glue_testing.write_tiny_glue(cls.data_dir, task, num_examples=_NUM_EXAMPLES)
-    vocab = testing.save_tiny_vocab(os.path.join(cls.root, "vocab.txt"))
-    cls.model_flags = (
-        f"--hub_handle={testing.save_tiny_hub_encoder(os.path.join(cls.root, 'encoder'))}",
-        "--preprocess_handle=" + preprocessing.build_preprocessing_savedmodel(
-            vocab, os.path.join(cls.root, "preprocess"), default_seq_length=_SEQ_LENGTH),
-        *_QUICK_FLAGS)
+    cls.model_flags = (f"--hub_handle={testing.tiny_hub_handle()}",
+                       f"--preprocess_handle={testing.tiny_preprocess_handle(_SEQ_LENGTH)}",
+                       *_QUICK_FLAGS)
     cls.model_dir = os.path.join(cls.root, "runs")
     cls.export_dir = os.path.join(cls.root, "exports")
     # `all` is the paper's eight tasks; WNLI is added by name.

@@ -7,7 +7,6 @@ import tensorflow as tf
 import tf_keras as keras
 
 import keras_adapters as ka
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
 _SEQ_LENGTH = 8
@@ -20,7 +19,7 @@ class TaskIsolationTest(tf.test.TestCase):
     super().setUpClass()
     root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_isolation_test")
     os.makedirs(root, exist_ok=True)
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
+    cls.handle = testing.tiny_hub_handle()
     cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
 
   def _train(self, num_classes, seed):

@@ -30,9 +30,8 @@ class SavingTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    root = os.path.join(tf.compat.v1.test.get_temp_dir(), "saving_test")
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
-    cls.other_handle = testing.save_tiny_hub_encoder(os.path.join(root, "other"), seed=7)
+    cls.handle = testing.tiny_hub_handle()
+    cls.other_handle = testing.tiny_hub_handle(seed=7)
     cls.preprocessing = adapter_artifact.PreprocessingConfig(
         testing.tiny_preprocess_handle(), ("text",), 12)
 

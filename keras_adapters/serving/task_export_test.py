@@ -50,7 +50,7 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     super().setUpClass()
     root = os.path.join(tf.compat.v1.test.get_temp_dir(), "task_export_test")
     os.makedirs(root, exist_ok=True)
-    cls.handle = testing.save_tiny_hub_encoder(os.path.join(root, "encoder"))
+    cls.handle = testing.tiny_hub_handle()
     cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
 
   def _expected(self, model, *texts):
