@@ -20,7 +20,6 @@ import os
 import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import json
 import tempfile
 
 from absl import app

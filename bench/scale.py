@@ -66,7 +66,6 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import harness

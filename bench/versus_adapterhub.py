@@ -58,7 +58,6 @@ import keras_adapters
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import hashlib
 import importlib.metadata
-import json
 import platform
 import re
 import statistics
