@@ -174,10 +174,12 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
     lines.append(_markdown_row(method, "selected", row))
   for method, results in (equal_budget or {}).items():
     config = results["config"]
+    # The grid's settings (the size, and the schedule every grid has) as the run used them.
+    settings = {name: config.get(name)
+                for name in ("epochs", "learning_rate", *SEARCH.get(method, ()))}
     lines.append(_markdown_row(method, "equal budget", dict(
-        **{name: config.get(name) for name in SEARCH.get(method, ())}, epochs=config["epochs"],
-        learning_rate=config["learning_rate"], exact_match=results["metrics"]["exact_match"],
-        f1=results["metrics"]["f1"], trained_parameters=results["parameters"]["trainable"],
+        settings, exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
+        trained_parameters=results["parameters"]["trainable"],
         trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
         train_minutes=results["train_seconds"] / 60)))
   lines += ["", f"The search: {SEARCH_TRAIN_QUESTIONS:,} training questions per point, scored "

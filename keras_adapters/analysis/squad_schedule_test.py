@@ -115,10 +115,20 @@ class SquadScheduleTest(tf.test.TestCase):
     # Each row names the sessions of its own run, not only the file's last writer.
     self.assertEqual(selected["methods"]["full"]["provenance"],
                      [dict(command="session of full")])
-    table = squad_schedule.markdown(selected, search, None)
+    # The equal-budget rows come from run_squad.py's results file, a whole config each.
+    equal_budget = {method: dict(
+        config=dict(adapter_size=64, lora_r=8, epochs=1.0, learning_rate=rate),
+        metrics=dict(exact_match=50.0, f1=60.0), train_seconds=600.0,
+        parameters=dict(trainable=100, trainable_percent_of_base=0.5))
+                    for method, rate in (("adapters", 1e-3), ("full", 1e-4), ("ia3", 3e-3))}
+    table = squad_schedule.markdown(selected, search, equal_budget)
     self.assertIn("| adapters | selected | m=64 | 3 | 0.002 |", table)
     self.assertIn("| full | selected | – | 1 | 0.0001 |", table)
     self.assertIn("| lora | selected | r=8 | 2 | 0.001 |", table)
+    self.assertIn("| adapters | equal budget | m=64 | 1 | 0.001 | 50.00 | 60.00 | 100 | 0.50 | "
+                  "10.0 |", table)
+    self.assertIn("| full | equal budget | – | 1 | 0.0001 |", table)
+    self.assertIn("| ia3 | equal budget | – | 1 | 0.003 |", table)
     self.assertIn("| full-lr5e-05-e2 |", table)
 
   def test_a_method_added_to_the_search_adds_its_own_selected_run_only(self):
