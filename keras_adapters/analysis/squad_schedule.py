@@ -152,15 +152,24 @@ def _identity(train, config, squad_config):
 def _row(config, results):
   """One run's line of a table, with the sessions that made the run (a table's rows may come
   from several sessions, and a run may span several)."""
-  settings, method = config.settings(), config.model.method_name
-  return dict(method=method, **{name: settings[name] for name in SEARCH[method]},
-              exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
-              trained_parameters=results["parameters"]["trainable"],
-              trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
+  method = config.model.method_name
+  return dict(method=method, **_grid_settings(method, config.settings()), **_scores(results),
               train_questions=results["train_questions"],
               eval_questions=results["eval_questions"],
-              train_minutes=results["train_seconds"] / 60,
               **{provenance.KEY: results[provenance.KEY]})
+
+
+def _grid_settings(method, settings):
+  """The settings a table shows of a run: its schedule, and the size its method's grid tries."""
+  return {name: settings.get(name) for name in ("epochs", "learning_rate", *SEARCH.get(method, ()))}
+
+
+def _scores(results):
+  """A run's scores, size and training time, as a table shows them."""
+  return dict(exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
+              trained_parameters=results["parameters"]["trainable"],
+              trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
+              train_minutes=results["train_seconds"] / 60)
 
 
 def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]],
@@ -173,15 +182,8 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
   for method, row in selected["methods"].items():
     lines.append(_markdown_row(method, "selected", row))
   for method, results in (equal_budget or {}).items():
-    config = results["config"]
-    # The grid's settings (the size, and the schedule every grid has) as the run used them.
-    settings = {name: config.get(name)
-                for name in ("epochs", "learning_rate", *SEARCH.get(method, ()))}
     lines.append(_markdown_row(method, "equal budget", dict(
-        settings, exact_match=results["metrics"]["exact_match"], f1=results["metrics"]["f1"],
-        trained_parameters=results["parameters"]["trainable"],
-        trainable_percent_of_base=results["parameters"]["trainable_percent_of_base"],
-        train_minutes=results["train_seconds"] / 60)))
+        _grid_settings(method, results["config"]), **_scores(results))))
   lines += ["", f"The search: {SEARCH_TRAIN_QUESTIONS:,} training questions per point, scored "
             f"on {HOLDOUT_QUESTIONS:,} held-out training questions (never the dev set). Its "
             "minutes are wall time beside other work on the machine, not timed alone.", "",
