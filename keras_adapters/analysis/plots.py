@@ -75,11 +75,10 @@ def _init_scale(fig, summary):
 
 def _learning_rate(fig, summary):
   axes = fig.add_subplot()
-  for method in ("adapters", "full"):
+  for method, style in _METHOD_STYLES.items():
     points = [p for p in summary["points"] if p["method"] == method]
     if points:
-      _errorbars(axes, points, "learning_rate", _METHOD_STYLES[method][2],
-                 _METHOD_STYLES[method])
+      _errorbars(axes, points, "learning_rate", style[2], style)
   axes.set_xscale("log")
   axes.set_xlabel("learning rate")
   axes.set_ylabel(f"best {summary['eval_split']} {summary['metric']} (%), mean ± s.e.m.")

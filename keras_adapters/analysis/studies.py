@@ -22,7 +22,8 @@ Studies (`build_study`):
   tradeoff: adapters of sizes 2 ... 256, top-k for k = 1 ... L, LayerNorm-only and full
     fine-tuning, and the methods that followed (LoRA of ranks 1 ... 64, (IA)³), scored
     against trained parameters. Figures 3 and 4.
-  learning_rate: adapters and full fine-tuning at learning rates in [2e-5, 1e-3]. Figure 7.
+  learning_rate: adapters and full fine-tuning at learning rates in [2e-5, 1e-3], and the
+    methods that followed at theirs (`LEARNING_RATES`). Figure 7.
 """
 
 import dataclasses
@@ -60,11 +61,16 @@ EVAL_SPLIT = "validation"
 INIT_STDDEVS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 ADAPTER_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
 LORA_RANKS = (1, 2, 4, 8, 16, 64)
-LEARNING_RATES = (2e-5, 5e-5, 1e-4, 3e-4, 1e-3)
+# Figure 7's methods and the rates each is tried at. LoRA and (IA)³ start as the identity (B at
+# zero, scales at one) and train fewer parameters, so their range reaches higher.
+_PAPER_RANGE = (2e-5, 5e-5, 1e-4, 3e-4, 1e-3)
+LEARNING_RATES = dict(adapters=_PAPER_RANGE, full=_PAPER_RANGE, lora=(3e-4, 1e-3, 3e-3, 1e-2),
+                      ia3=(1e-3, 3e-3, 1e-2, 3e-2))
 # The paper's budget: its sweep of learning rates for the additional tasks (section 3.3),
 # a denser grid over Figure 7's range, where each rate keeps its best of two epoch counts.
 PAPER_SWEEP_LEARNING_RATES = (1e-5, 3e-5, 1e-4, 3e-3)
-PAPER_LEARNING_RATES = (2e-5, 3e-5, 5e-5, 1e-4, 2e-4, 3e-4, 5e-4, 1e-3)
+_PAPER_DENSE_RANGE = (2e-5, 3e-5, 5e-5, 1e-4, 2e-4, 3e-4, 5e-4, 1e-3)
+PAPER_LEARNING_RATES = dict(LEARNING_RATES, adapters=_PAPER_DENSE_RANGE, full=_PAPER_DENSE_RANGE)
 PAPER_EPOCH_OPTIONS = (3.0, 20.0)
 
 
@@ -189,8 +195,8 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
     for point, config in points:
       trials += _trials(point, _options(config, learning_rates=rates), seeds)
   else:  # learning_rate
-    for method in ("adapters", "full"):
-      for rate in PAPER_LEARNING_RATES if paper else LEARNING_RATES:
+    for method, rates in (PAPER_LEARNING_RATES if paper else LEARNING_RATES).items():
+      for rate in rates:
         config = _method(base_config, method, num_layers, learning_rate=rate)
         trials += _trials(dict(method=method, learning_rate=rate),
                           _options(config, epochs=PAPER_EPOCH_OPTIONS if paper else None),

@@ -81,6 +81,19 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
     study = studies.build_study("learning_rate", _BASE, [0], num_layers=2, paper=True)
     self.assertEqual({trial.config.trainer.epochs for trial in study.trials}, {3.0, 20.0})
 
+  def test_learning_rate_study_tries_each_method_at_its_own_rates(self):
+    study = studies.build_study("learning_rate", _BASE, [0], num_layers=2)
+    rates = {}
+    for trial in study.trials:
+      point = dict(trial.point)
+      self.assertEqual(trial.config.trainer.learning_rate, point["learning_rate"])
+      self.assertEqual(trial.settings["method"],
+                       method_comparison.METHODS[point["method"]]["method"])
+      rates.setdefault(point["method"], []).append(point["learning_rate"])
+    self.assertEqual(rates, {method: list(values)
+                             for method, values in studies.LEARNING_RATES.items()})
+    self.assertEqual(rates["lora"], [3e-4, 1e-3, 3e-3, 1e-2])
+
   @parameterized.parameters(*studies.STUDIES)
   def test_trials_have_distinct_folders_and_shared_settings_share_them(self, name):
     study = studies.build_study(name, _BASE, [0, 1, 2], num_layers=6)
