@@ -216,7 +216,7 @@ class RunClassificationTest(tf.test.TestCase):
     with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
       row, = json.load(f)["rows"]
     self.assertEqual((row["method"], row["config"]["method"], row["config"]["learning_rate"]),
-                     ("ia3", "ia3", 3e-3))
+                     ("ia3", "ia3", method_comparison.METHODS["ia3"]["learning_rate"]))
 
   def test_own_data_named_like_a_task_never_touches_its_committed_table(self):
     """The issue's case: `--data_path=<my own>/airline.csv --methods=adapters --seeds=0`
