@@ -59,7 +59,8 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   and finished runs are not trained again; a method whose row the table holds for the same
   seeds and settings is not run again at all (so a committed table resumes on a clone without
   the run folders). A folder holding a run with other settings (another `epochs`, task or
-  data) is refused before the first run trains, never reused under the new settings. So is a
+  data) is refused before the first run trains, never reused under the new settings (a
+  `rerun` method's folders are moved aside instead, so a rerun may change its settings). So is a
   table in `results_dir` of other data or another budget (`check_results_dir`): its rows are
   never dropped nor mixed with these. The table is written after every method and keeps the
   rows of methods not run here (a comparison run in parts) and the rows `merge_rows` added.
@@ -99,10 +100,11 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   if not_compared:
     raise ValueError(f"Cannot rerun {', '.join(not_compared)}: only the methods compared "
                      f"({', '.join(configs)}) can be; add them to the methods.")
-  # Every method and every existing run folder is checked before the first (long) run starts.
+  # Every method and every existing run folder is checked before the first (long) run starts,
+  # but for the folders of `rerun` methods: they are moved aside, so their settings may change.
   sweep.check_run_dirs(spec, splits, [
       (sweep.with_settings(point.settings, seed=seed), _run_dir(root_dir, point.key, seed))
-      for point in points for seed in seeds])
+      for point in points if point.key not in rerun for seed in seeds])
   budget = sweep.settings_of(base_config)
   identity = dict(table_identity(spec, splits, eval_split),
                   train_examples=len(splits["train"]), **{key: budget[key] for key in _BUDGET})

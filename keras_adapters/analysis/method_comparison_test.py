@@ -415,6 +415,16 @@ class CompareMethodsTest(tf.test.TestCase):
     with open(os.path.join(root_dir, folders[1], "results.json"), encoding="utf-8") as f:
       self.assertEqual(f.read(), "0.5")
 
+  def test_rerun_may_change_the_settings_of_its_methods(self):
+    """After a change of a method's settings (its learning rate in `METHODS`), `rerun` trains
+    it again: its old folders, moved aside, are not checked against the new settings; the
+    other methods' folders still are."""
+    with mock.patch.object(method_comparison.sweep, "check_run_dirs") as check:
+      _, root_dir, _ = self._compare(_FakeRun({("adapters", 0): 0.5, ("full", 0): 0.75}),
+                                     ["adapters", "full"], [0], rerun=["adapters"])
+    (_, _, checked), _ = check.call_args
+    self.assertEqual([run_dir for _, run_dir in checked], [os.path.join(root_dir, "full-seed0")])
+
   def test_a_stopped_rerun_resumes_without_rerun(self):
     """The rows of `rerun` methods leave the table before the first run, so a rerun stopped
     at any point is resumed by the call without `rerun`: only what is left is run."""
