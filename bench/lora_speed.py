@@ -18,6 +18,15 @@ setup in a fresh process: `--warmup_steps` untimed steps, then `--steps` steps e
 their median. Each round gives the ratio of our median to the faster peer's; the headline is
 the median over rounds (the issue's target: at most 0.60).
 
+`--precision=bfloat16` trains every side with bfloat16 compute and float32 weights: ours under
+Keras' `mixed_bfloat16` policy (`--mixed_precision=bfloat16`), the peers under
+`torch.autocast("cpu", dtype=torch.bfloat16)`. Both reach the CPU's bfloat16 instructions
+(AVX512_BF16) through oneDNN where it has them; inference stays float32. Its run is recorded
+beside the float32 one:
+
+  python bench/lora_speed.py --precision=bfloat16 \
+      --output=bench/results/lora_speed_bfloat16.json
+
 Inference, in one fresh process after the training rounds, every setup in turns
 (`--infer_steps` timed calls each, after `--warmup_steps`) on the same batch: the plain
 base with a head, the LoRA task model unmerged and merged (`keras_adapters.merge`), all on the
@@ -67,6 +76,7 @@ from keras_adapters.models import merging
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
 from keras_adapters.serving import task_export
+from keras_adapters.utils import precision
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BENCH_DIR = os.path.join(_REPO_DIR, "bench")
@@ -95,6 +105,8 @@ flags.DEFINE_string("hub_handle", None,
                     "model.")
 flags.DEFINE_string("preprocess_handle", None,
                     "Its matching preprocessing SavedModel; default: the embedded one.")
+flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"],
+                  "Compute dtype of every side's training step (weights stay float32).")
 flags.DEFINE_integer("seq_length", 128, "Packed length of the SavedModels' requests.",
                      lower_bound=2)
 flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "lora_speed.json"),
@@ -106,7 +118,7 @@ flags.DEFINE_string("child", None, "Internal: `train`, `export` or `infer`, meas
 FLAGS = flags.FLAGS
 
 _FORWARDED_FLAGS = ("steps", "infer_steps", "warmup_steps", "peer_dir", "hub_handle",
-                    "preprocess_handle", "seq_length", "work_dir")
+                    "preprocess_handle", "seq_length", "precision", "work_dir")
 
 
 def lora_config():
@@ -125,13 +137,16 @@ def _peer_batch():
 def _measure_train():
   """Our LoRA training step, timed alone in this process on the harness's batch."""
   keras.utils.set_random_seed(0)
-  model = classifier.build_classifier(
-      keras_adapters.AdaptedBert(FLAGS.hub_handle, adapter_config=lora_config()), _NUM_CLASSES)
+  with precision.policy_scope(FLAGS.precision):
+    model = classifier.build_classifier(
+        keras_adapters.AdaptedBert(FLAGS.hub_handle, adapter_config=lora_config()),
+        _NUM_CLASSES)
+    step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
   inputs, labels = _peer_batch()
-  step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
   seconds = harness.time_calls(lambda: step(inputs, labels).numpy(), steps=FLAGS.steps,
                                warmup_steps=FLAGS.warmup_steps)
-  return dict(library="keras_adapters", warmup_steps=FLAGS.warmup_steps,
+  return dict(library="keras_adapters", precision=model.compute_dtype,
+              warmup_steps=FLAGS.warmup_steps,
               timed_steps=len(seconds), **harness.parameter_counts(model),
               trainable_layer_norm=sum(int(np.prod(v.shape)) for v in model.trainable_variables
                                        if "layer_norm" in v.name.lower()),
@@ -215,7 +230,7 @@ def _measure_peer(library):
   return harness.run_peer_step(
       FLAGS.peer_python, harness.peer_env(), library=library, method="lora",
       batch=os.path.join(FLAGS.peer_dir, "synthetic_batch.npz"), threads=os.cpu_count(),
-      warmup=FLAGS.warmup_steps, steps=FLAGS.steps)
+      warmup=FLAGS.warmup_steps, steps=FLAGS.steps, precision=FLAGS.precision)
 
 
 def round_ratios(train):

@@ -33,7 +33,7 @@ def _fake_peers(folder, vocab_size):
       args = dict(a[2:].split("=", 1) for a in sys.argv[2:])
       ms = {_PEER_MS!r}[args["library"]]
       print(json.dumps(dict(
-          library=args["library"], threads=int(args["threads"]),
+          library=args["library"], precision=args["precision"], threads=int(args["threads"]),
           warmup_steps=int(args["warmup"]), timed_steps=int(args["steps"]), median_ms=ms,
           foreign_cpu_cores=dict(mean=0.01, per_step=[0.01]), params=dict(trainable=74498),
           versions=dict(python="3.11.7", packages=dict(peft="0.21.2", adapters="1.3.0")))))
@@ -52,7 +52,7 @@ def test_tiny_run_times_every_setup_and_records_ratios_and_differences(tmp_path)
       [sys.executable, _SCRIPT, f"--hub_handle={hub_handle}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--infer_steps=1", "--warmup_steps=0", "--seq_length=16"],
+       "--infer_steps=1", "--warmup_steps=0", "--seq_length=16", "--precision=bfloat16"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
@@ -74,6 +74,10 @@ def test_tiny_run_times_every_setup_and_records_ratios_and_differences(tmp_path)
   # Ours trains the LoRA and the head only: no LayerNorm.
   ours = record["rounds"][0]["train"]["keras_adapters"]
   assert ours["trainable_layer_norm"] == 0 and ours["timed_steps"] == 1
+  # Every side trains in the precision asked for.
+  assert record["settings"]["precision"] == "bfloat16"
+  assert [figures["precision"] for figures in record["rounds"][0]["train"].values()] == [
+      "bfloat16"] * 3
   assert record["trainable_params"]["peft"] == 74498
   assert "cpu_model" in record["machine"] and "vector_extensions" in record["machine"]
   assert set(record["machine_load"]) == {"load_average_before", "load_average_after",

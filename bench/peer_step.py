@@ -24,6 +24,10 @@ ids, all real tokens, seeded.
       classifier trainable.
   --method=full: every parameter trainable, no adapter library.
 
+`--precision=bfloat16` runs the forward pass and the loss under
+`torch.autocast("cpu", dtype=torch.bfloat16)` (the weights, their gradients and the optimiser
+stay float32), PyTorch's counterpart of Keras' `mixed_bfloat16` policy.
+
 One setup per process. Prints one JSON line on stdout: the per-step milliseconds, their
 median, the parameter counts, the versions, the CPU other processes used while it timed, and
 the memory: `baseline_rss_mib` (resident before the model is built), `peak_rss_mib`
@@ -51,6 +55,7 @@ import numpy as np
 import process_memory
 
 LIBRARIES = ("adapterhub", "peft")
+PRECISIONS = ("float32", "bfloat16")
 METHODS = ("lora", "adapters", "full")
 RANK = 8
 ALPHA = 8
@@ -171,8 +176,11 @@ def _batch(batch_path, batch_size, seq_length, seed):
 
 
 def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_size=32,
-            seq_length=128, threads, warmup, steps, lr=1e-4, seed=0, memory_limit_mib=None):
+            seq_length=128, threads, warmup, steps, lr=1e-4, seed=0, memory_limit_mib=None,
+            precision="float32"):
   """Times `steps` training steps of `method` by `library` after `warmup` untimed ones."""
+  import contextlib
+
   import torch
 
   torch.set_num_threads(threads)
@@ -191,8 +199,14 @@ def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_si
   query_before = query.detach().clone()
   losses = []
 
+  def forward():
+    if precision == "float32":
+      return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=getattr(torch, precision))
+
   def step():
-    output = model(**batch, labels=labels)
+    with forward():
+      output = model(**batch, labels=labels)
     output.loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -212,7 +226,8 @@ def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_si
   if method != "full" and not torch.equal(query_before, query.detach()):
     raise RuntimeError("The frozen query kernel moved: the base is not frozen.")
   peak_mib = process_memory.peak_rss_mib()
-  return dict(library=library, method=method, shape=shape, batch_size=int(labels.shape[0]),
+  return dict(library=library, method=method, shape=shape, precision=precision,
+              batch_size=int(labels.shape[0]),
               seq_length=int(batch["input_ids"].shape[1]), threads=torch.get_num_threads(),
               warmup_steps=warmup, timed_steps=steps, median_ms=statistics.median(times_ms),
               min_ms=min(times_ms), max_ms=max(times_ms), times_ms=times_ms,
@@ -235,6 +250,8 @@ def main():
   parser.add_argument("--threads", type=int, default=os.cpu_count())
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--precision", choices=PRECISIONS, default="float32",
+                      help="The forward pass's compute dtype (autocast); weights stay float32.")
   parser.add_argument("--memory_limit_mib", type=int,
                       help="Stop (and say so) past it; default: the machine's memory less "
                       f"{process_memory.HEADROOM_MIB} MiB.")
@@ -242,7 +259,8 @@ def main():
   print(json.dumps(measure(args.library, args.method, args.shape, args.batch,
                            batch_size=args.batch_size, seq_length=args.seq_length,
                            threads=args.threads, warmup=args.warmup, steps=args.steps,
-                           memory_limit_mib=args.memory_limit_mib)),
+                           memory_limit_mib=args.memory_limit_mib,
+                           precision=args.precision)),
         flush=True)
 
 
