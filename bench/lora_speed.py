@@ -21,8 +21,8 @@ the median over rounds (the issue's target: at most 0.60).
 `--precision=bfloat16` trains every side with bfloat16 compute and float32 weights: ours under
 Keras' `mixed_bfloat16` policy (`--mixed_precision=bfloat16`), the peers under
 `torch.autocast("cpu", dtype=torch.bfloat16)`. Both reach the CPU's bfloat16 instructions
-(AVX512_BF16) through oneDNN where it has them; inference stays float32. Its run is recorded
-beside the float32 one:
+(AVX512_BF16) through oneDNN where it has them; inference stays float32. Give it its own
+file, so the float32 record stays:
 
   python bench/lora_speed.py --precision=bfloat16 \
       --output=bench/results/lora_speed_bfloat16.json
