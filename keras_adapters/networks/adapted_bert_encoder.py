@@ -165,12 +165,16 @@ class AdaptedBertEncoder(keras.layers.Layer):
         else adapters)
     word_ids, mask, type_ids = _checked_inputs(inputs)
     seq_length = tf.shape(word_ids)[1]
-    tf.debugging.assert_less_equal(
+    length_check = tf.debugging.assert_less_equal(
         seq_length, self.max_sequence_length,
         message=f"Sequences are longer than the encoder's {self.max_sequence_length} "
         "position embeddings: truncate them (max_seq_length).")
+    # In a graph nothing orders the check before the lookup, which would fail first
+    # with an index error that names no fix.
+    with tf.control_dependencies([length_check]):
+      positions = tf.range(seq_length)
     embeddings = (self.word_embeddings(word_ids)
-                  + self.position_embedding(tf.range(seq_length))[tf.newaxis]
+                  + self.position_embedding(positions)[tf.newaxis]
                   + self.type_embeddings(type_ids))
     x = self.embedding_dropout(embedding_layer_norm(embeddings), training=training)
     if self.embedding_projection is not None:
