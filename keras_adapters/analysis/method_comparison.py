@@ -24,7 +24,9 @@ _BUDGET = ("epochs", "max_seq_length", "batch_size")
 # The methods of the paper's comparison as settings overrides. Learning rates follow the
 # paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
 METHODS = {
-    "adapters": dict(method="adapters", tuning="adapters", adapter_size=64, learning_rate=1e-3),
+    # 3e-3, past the paper's range: at the short CPU budgets it scores 81.90 on airline's
+    # validation split against 79.30 at 1e-3 (Figure 7's study, `--study=learning_rate`).
+    "adapters": dict(method="adapters", tuning="adapters", adapter_size=64, learning_rate=3e-3),
     "full": dict(method="adapters", tuning="full", learning_rate=5e-5),
     "top_k": dict(method="adapters", tuning="top_k", learning_rate=1e-4),
     "layer_norm": dict(method="adapters", tuning="layer_norm", learning_rate=3e-3),

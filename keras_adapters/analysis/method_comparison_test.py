@@ -122,7 +122,7 @@ class CompareMethodsTest(tf.test.TestCase):
     got = [(c["config"].model.adapter.tuning, c["config"].trainer.seed,
             c["config"].trainer.learning_rate, c["config"].model.adapter.top_k,
             c["config"].model.adapter.adapter_size) for c in run.calls]
-    self.assertEqual(got, [("adapters", s, 1e-3, None, 64) for s in (0, 1, 2)]
+    self.assertEqual(got, [("adapters", s, 3e-3, None, 64) for s in (0, 1, 2)]
                      + [("layer_norm", s, 3e-3, None, None) for s in (0, 1, 2)]
                      + [("top_k", s, 1e-4, 3, None) for s in (0, 1, 2)])
     self.assertEqual([c["model_dir"] for c in run.calls],

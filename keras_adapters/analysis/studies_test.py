@@ -98,9 +98,9 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
   def test_trials_have_distinct_folders_and_shared_settings_share_them(self, name):
     study = studies.build_study(name, _BASE, [0, 1, 2], num_layers=6)
     self.assertLen({trial.name for trial in study.trials}, len(study.trials))
-    # The paper's adapters (m=64, init 1e-2, their learning rate) are one folder everywhere.
+    # The comparison's adapters (m=64, init 1e-2, their learning rate) are one folder everywhere.
     self.assertIn("tuning=adapters,adapter_size=64,top_k=None,adapter_init_stddev=0.01,"
-                  "learning_rate=0.001,epochs=2,seed=0", {t.name for t in study.trials})
+                  "learning_rate=0.003,epochs=2,seed=0", {t.name for t in study.trials})
 
   def test_init_scale_spans_1e_7_to_1(self):
     study = studies.build_study("init_scale", _BASE, [0, 1, 2], num_layers=6)
