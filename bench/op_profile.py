@@ -1,7 +1,7 @@
 """Where a training step's time goes: TensorFlow profiler op times for each tuning policy.
 
-`adapter_speed.py` gives wall-clock step times; this explains them. For `adapters` (m=64),
-`layer_norm` and `full` tuning on one batch of random token ids, it traces a few training steps
+`adapter_speed.py` and `lora_speed.py` give wall-clock step times; this explains them. For
+`adapters` (m=64), `lora` (r=8 on query and value), `layer_norm` and `full` tuning on one batch of random token ids, it traces a few training steps
 with `tf.profiler` and sums, per step, the time TensorFlow's compute threads spent in each op
 type (`_MklEinsum`, `_MklMatMul`, `Mul`, `RandomUniform`, ...) and in the forward pass and
 update against the backward pass. Op time adds up the work of every thread, so set against
@@ -29,7 +29,7 @@ import harness
 import profiler_trace
 
 _NUM_CLASSES = 3
-_SETUPS = ("adapters", "layer_norm", "full")
+_SETUPS = ("adapters", "lora", "layer_norm", "full")
 _TOP_OP_TYPES = 8
 
 harness.define_batch_benchmark_flags(

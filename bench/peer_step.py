@@ -44,6 +44,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import argparse
+import contextlib
 import json
 import platform
 import resource
@@ -179,8 +180,6 @@ def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_si
             seq_length=128, threads, warmup, steps, lr=1e-4, seed=0, memory_limit_mib=None,
             precision="float32"):
   """Times `steps` training steps of `method` by `library` after `warmup` untimed ones."""
-  import contextlib
-
   import torch
 
   torch.set_num_threads(threads)
