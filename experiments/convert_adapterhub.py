@@ -27,6 +27,8 @@ Both sides run on the same released base (the embedded default all-MiniLM-L6-v2 
 head move exactly.
 """
 
+import os
+
 from absl import app
 from absl import flags
 
@@ -69,7 +71,8 @@ flags.DEFINE_enum("layer_norms", "error", ["error", "file"],
                   "LayerNorms (an AdapterHub adapter cannot carry them); 'file' writes them "
                   "beside the adapter with the PyTorch lines that load them.")
 flags.DEFINE_bool("overwrite", False,
-                  "Replace the output folder even if it is a non-empty folder of another kind.")
+                  "Write into the output folder even if it holds files of another kind (only "
+                  "the files of the written adapter are replaced; others stay).")
 
 FLAGS = flags.FLAGS
 
@@ -109,23 +112,35 @@ def to_adapterhub():
 def to_peft():
   """Converts the artifact --from_artifact to the peft folder --to_peft."""
   model = saving.load_task_model(FLAGS.from_artifact, base_handle=FLAGS.base_handle)
-  return peft.save_peft(model, FLAGS.to_peft, base_model_name_or_path=FLAGS.model_name)
+  return peft.save_peft(model, FLAGS.to_peft, base_model_name_or_path=FLAGS.model_name,
+                        overwrite=FLAGS.overwrite)
 
 
 def main(argv):
   del argv  # cli.run refuses arguments.
   sources = (FLAGS.from_adapterhub, FLAGS.from_peft, FLAGS.from_artifact)
   targets = (FLAGS.to_artifact, FLAGS.to_adapterhub, FLAGS.to_peft)
-  conversions = [(from_adapterhub, FLAGS.from_adapterhub, FLAGS.to_artifact),
-                 (from_peft, FLAGS.from_peft, FLAGS.to_artifact),
-                 (to_adapterhub, FLAGS.from_artifact, FLAGS.to_adapterhub),
-                 (to_peft, FLAGS.from_artifact, FLAGS.to_peft)]
-  chosen = [conversion for conversion in conversions if all(conversion[1:])]
+  # (conversion, source, target, target flag, what the target holds).
+  conversions = [(from_adapterhub, FLAGS.from_adapterhub, FLAGS.to_artifact, "to_artifact",
+                  adapter_artifact.ARTIFACT),
+                 (from_peft, FLAGS.from_peft, FLAGS.to_artifact, "to_artifact",
+                  adapter_artifact.ARTIFACT),
+                 (to_adapterhub, FLAGS.from_artifact, FLAGS.to_adapterhub, "to_adapterhub",
+                  adapter_artifact.ADAPTERHUB),
+                 (to_peft, FLAGS.from_artifact, FLAGS.to_peft, "to_peft", adapter_artifact.PEFT)]
+  chosen = [conversion for conversion in conversions if conversion[1] and conversion[2]]
   if len(chosen) != 1 or sum(map(bool, sources)) != 1 or sum(map(bool, targets)) != 1:
     raise app.UsageError(
         "Give one conversion: --from_adapterhub=DIR or --from_peft=DIR with "
         "--to_artifact=DIR, or --from_artifact=DIR with --to_adapterhub=DIR or --to_peft=DIR.")
-  convert = chosen[0][0]
+  convert, source, target, target_flag, kind = chosen[0]
+  # Before any work: a conversion never writes over its own source, nor over files of
+  # another kind without --overwrite.
+  if os.path.realpath(os.path.expanduser(source)) == os.path.realpath(
+      os.path.expanduser(target)):
+    raise app.UsageError(f"--{target_flag}={target} is the folder being converted: writing "
+                         "there would destroy the source. Pick another folder.")
+  adapter_artifact.check_output_folder(target, kind, FLAGS.overwrite)
   print(f"Wrote {convert()}.")
 
 

@@ -139,6 +139,42 @@ class ConvertAdapterHubTest(tf.test.TestCase):
                                 "--to_adapterhub=<folder>"):
       _convert(from_adapterhub=artifact, to_artifact=os.path.join(root, "out"))
 
+  def test_a_conversion_never_replaces_other_files_or_its_source(self):
+    """Into a folder of the user's files or of another kind of adapter, every target is
+    refused before any work unless --overwrite, which writes only the adapter's own files;
+    into its own source folder, always."""
+    root = self.create_tempdir().full_path
+    artifact = model_testing.save_random_task_artifact(
+        os.path.join(root, "artifact"), hub_testing.tiny_hub_handle(),
+        hub_testing.tiny_preprocess_handle())
+    users = os.path.join(root, "users")
+    os.makedirs(users)
+    for name in ("notes.txt", "results.csv"):
+      with open(os.path.join(users, name), "w", encoding="utf-8") as f:
+        f.write("mine")
+    peft_folder = os.path.join(root, "peft")
+    os.makedirs(peft_folder)
+    with open(os.path.join(peft_folder, peft.CONFIG_FILE), "w", encoding="utf-8") as f:
+      json.dump({"peft_type": "LORA", "r": 8}, f)
+    for flag_values, target in ((dict(from_artifact=artifact, to_peft=users), users),
+                                (dict(from_artifact=artifact, to_adapterhub=users), users),
+                                (dict(from_artifact=artifact, to_adapterhub=peft_folder),
+                                 peft_folder),
+                                (dict(from_peft=peft_folder, to_artifact=users), users)):
+      before = {name: open(os.path.join(target, name), "rb").read()
+                for name in os.listdir(target)}
+      with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
+                                  f"'{target}' holds (other files|a peft adapter), not .*"
+                                  "overwrite=True \\(--overwrite on the command line\\)"):
+        _convert(**flag_values)
+      self.assertEqual({name: open(os.path.join(target, name), "rb").read()
+                        for name in os.listdir(target)}, before, msg=flag_values)
+    for overwrite in (False, True):
+      with self.assertRaisesRegex(app.UsageError, f"--to_artifact={peft_folder} is the folder "
+                                  "being converted: writing there would destroy the source"):
+        _convert(from_peft=peft_folder, to_artifact=peft_folder, overwrite=overwrite)
+    self.assertEqual(os.listdir(peft_folder), [peft.CONFIG_FILE])
+
   def test_one_conversion_must_be_given(self):
     for flag_values in (dict(from_adapterhub="somewhere"),
                         dict(from_peft="a", from_adapterhub="b", to_artifact="c"),

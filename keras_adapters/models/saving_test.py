@@ -208,7 +208,8 @@ class SavingTest(tf.test.TestCase, parameterized.TestCase):
       saving.save_adapters(self._trained(), folder)
     self.assertEqual(os.listdir(folder), ["notes.txt"])
     saving.save_adapters(self._trained(), folder, overwrite=True)
-    self.assertNotIn("notes.txt", os.listdir(folder))
+    self.assertCountEqual(os.listdir(folder), ["notes.txt", adapter_artifact.CONFIG_FILE,
+                                               adapter_artifact.WEIGHTS_FILE])
 
   def test_each_model_saves_its_own_adapter_set(self):
     """Two tasks on one base: each model's artifact holds its own set, whichever is active."""

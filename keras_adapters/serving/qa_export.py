@@ -221,7 +221,7 @@ def export_qa(model, tokenizer, export_dir, *, settings=squad_features.WindowSet
     return dict(answer=texts, score=scores, answer_start=begins, answer_end=ends)
 
   module.answer = answer
-  with atomic_io.atomic_directory(export_dir) as staging:
+  with atomic_io.atomic_directory(export_dir, marker="saved_model.pb") as staging:
     tf.saved_model.save(module, staging,
                         signatures={"serving_default": answer.get_concrete_function()})
   return export_dir

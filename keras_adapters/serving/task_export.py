@@ -146,7 +146,7 @@ def _save_task_module(module, export_dir):
       lambda **texts: module.predict([texts[field] for field in module.text_fields]),
       input_signature=None).get_concrete_function(
           **{field: tf.TensorSpec([None], tf.string, name=field) for field in module.text_fields})
-  with atomic_io.atomic_directory(export_dir) as staging:
+  with atomic_io.atomic_directory(export_dir, marker="saved_model.pb") as staging:
     tf.saved_model.save(module, staging, signatures={"serving_default": serving})
 
 

@@ -224,6 +224,7 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(os.listdir(mine), ["notes.txt"])
     export(mine, overwrite=True)
     self.assertEqual(task_export.export_kind(mine), task_export.TASK_EXPORT)
+    self.assertIn("notes.txt", os.listdir(mine))  # Only the export's own files are written.
     task_export.check_export_dir(mine, task_export.TASK_EXPORT)  # Its own kind: replaceable.
 
   def test_export_kind_reads_the_signatures(self):

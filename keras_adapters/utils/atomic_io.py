@@ -14,14 +14,18 @@ What holds where:
 
 * Local paths: the file is flushed to disk (`fsync`) before an atomic `os.replace`, so a
   reader or a crash sees the old file or the new one, never a mix. A folder is staged
-  beside its target and swapped in by two renames. An exclusive write (`exclusive=True`)
-  is a hard link, which fails atomically if the target exists.
+  beside its target and swapped in by two renames; where the target also holds files the
+  write does not make (a user's notes beside an artifact), those stay and the written
+  entries replace their namesakes one by one, the completion marker last (see
+  `atomic_directory`). An exclusive write (`exclusive=True`) is a hard link, which fails
+  atomically if the target exists.
 * URLs: the temporary object is written whole, then `tf.io.gfile.rename` puts it in place.
   On object stores (GCS, S3) that rename is a copy and a delete, not atomic: a killed
   process can leave the temporary object behind (removed as above), and two writers race
   (the last copy wins). What holds on GCS is that one object is written whole or not at
   all, so a reader sees the old or the new complete file. A folder is replaced file by
-  file: the old one is deleted, then the staged files are moved in, deepest first, so a
+  file: the entries the write makes are deleted (its completion marker first), then the
+  staged files are moved in, deepest first, the marker last; other files stay. So a
   reader meanwhile, or a kill, can find it missing or incomplete (each file in it whole);
   the callers' completion marker (`saved_model.pb`, `adapter_config.json` with the
   weights' checksum) tells a complete one. An exclusive write is checked before its copy:
@@ -46,23 +50,32 @@ _RETIRED = "retired"
 _LEFTOVER = re.compile(rf"^\.(?P<name>.+)\.({_PARTIAL}|{_RETIRED})-(?P<pid>\d+)-[a-z0-9_]{{8}}$")
 
 
-def atomic_directory(path):
-  """A context that yields a temporary sibling folder, which replaces `path` only if the
-  block succeeds.
+def atomic_directory(path, marker=None):
+  """A context that yields a temporary sibling folder, whose entries are put into `path` only
+  if the block succeeds.
+
+  Only what the block writes is replaced: the files and folders of `path` that it does not
+  write stay, so a user's files beside an artifact survive its rewriting. Where `path` holds
+  nothing else, the whole folder is swapped in at once (atomically on a local file system).
+  Otherwise the written entries replace their namesakes one by one, and `marker`, the file
+  whose presence tells readers the folder is complete, is taken away first and put back last:
+  a reader meanwhile, or a kill, finds the folder incomplete, never old and new files mixed in
+  a folder that looks whole.
 
   Args:
-    path: The folder to create or replace.
+    path: The folder to create or write into.
+    marker: The name of the file (in the folder's top level) that readers check first.
 
   Returns:
     The context; it yields the temporary folder to write into.
   """
   path = _normalized(path)
-  return (_local_directory if is_local(path) else _remote_directory)(path)
+  return (_local_directory if is_local(path) else _remote_directory)(path, marker)
 
 
 @contextlib.contextmanager
-def _local_directory(path):
-  """`atomic_directory` of a local path: two renames swap the folders."""
+def _local_directory(path, marker):
+  """`atomic_directory` of a local path: renames swap the folders, or the written entries."""
   parent, name = os.path.split(path)
   os.makedirs(parent, exist_ok=True)
   remove_leftovers(parent, name)
@@ -71,19 +84,27 @@ def _local_directory(path):
   os.chmod(staging, 0o777 & ~_umask())
   try:
     yield staging
-    if os.path.isdir(path):
-      retired = tempfile.mkdtemp(prefix=_prefix(name, _RETIRED), dir=parent)
+    if not os.path.isdir(path):
+      os.replace(staging, path)
+      return
+    retired = tempfile.mkdtemp(prefix=_prefix(name, _RETIRED), dir=parent)
+    written = _marker_last(os.listdir(staging), marker)
+    if set(os.listdir(path)) <= set(written):
       os.replace(path, os.path.join(retired, "previous"))
       os.replace(staging, path)
-      shutil.rmtree(retired, ignore_errors=True)
     else:
-      os.replace(staging, path)
+      for entry in ([marker] if marker in written else []) + written:
+        if os.path.lexists(os.path.join(path, entry)):
+          os.replace(os.path.join(path, entry), os.path.join(retired, entry))
+      for entry in written:
+        os.replace(os.path.join(staging, entry), os.path.join(path, entry))
+    shutil.rmtree(retired, ignore_errors=True)
   finally:
     shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def _remote_directory(path):
+def _remote_directory(path, marker):
   """`atomic_directory` of a URL: the staged files replace the target's one by one."""
   parent, name = os.path.split(path)
   tf.io.gfile.makedirs(parent)
@@ -92,17 +113,24 @@ def _remote_directory(path):
   tf.io.gfile.makedirs(staging)
   try:
     yield staging
-    _delete(path)
+    # The marker goes first, so that the folder reads as incomplete until its files are in.
+    for entry in reversed(_marker_last(_listdir(staging), marker)):
+      _delete(os.path.join(path, entry))
     # A tree is listed from the top; reversed, every folder comes after those inside it.
     tree = list(tf.io.gfile.walk(staging))
     for folder, _, _ in tree:
       tf.io.gfile.makedirs(path + folder[len(staging):])
     for folder, _, files in reversed(tree):
-      for file_name in files:
+      for file_name in _marker_last(files, marker if folder == staging else None):
         tf.io.gfile.rename(os.path.join(folder, file_name),
                            os.path.join(path + folder[len(staging):], file_name), overwrite=True)
   finally:
     _delete(staging)
+
+
+def _marker_last(entries, marker):
+  """`entries` sorted, with `marker` (if among them) last."""
+  return sorted(entries, key=lambda entry: (entry == marker, entry))
 
 
 def write_bytes(path, data, exclusive=False):
@@ -290,6 +318,11 @@ def _listdir(folder):
     return [entry.rstrip("/") for entry in tf.io.gfile.listdir(folder)]
   except (FileNotFoundError, NotADirectoryError, tf.errors.NotFoundError):
     return []
+
+
+def remove(path):
+  """Deletes the file or folder `path` (a local path or a URL) if it is there."""
+  _delete(_normalized(path))
 
 
 def _delete(path):

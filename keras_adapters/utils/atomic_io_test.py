@@ -25,8 +25,9 @@ def test_atomic_directory_replaces_only_on_success(tmp_path):
   assert os.listdir(target) == ["a.txt"]
   assert os.listdir(tmp_path) == ["model"]  # no staging folder left behind
   with atomic_io.atomic_directory(target) as staging:
+    open(os.path.join(staging, "a.txt"), "w").close()
     open(os.path.join(staging, "c.txt"), "w").close()
-  assert os.listdir(target) == ["c.txt"]
+  assert sorted(os.listdir(target)) == ["a.txt", "c.txt"]
   assert os.listdir(tmp_path) == ["model"]
   assert stat.S_IMODE(os.stat(target).st_mode) == 0o777 & ~atomic_io._umask()  # pylint: disable=protected-access
 
@@ -130,10 +131,45 @@ def test_a_url_folder_is_replaced_only_on_success(tmp_path, monkeypatch):
       raise RuntimeError("interrupted")
   assert _tree(folder) == {"export/a.txt": b"a"}  # No staging folder left behind.
   with atomic_io.atomic_directory(target) as staging:
+    with tf.io.gfile.GFile(f"{staging}/a.txt", "w") as f:
+      f.write("new a")
     with tf.io.gfile.GFile(f"{staging}/c.txt", "w") as f:
       f.write("c")
-  assert _tree(folder) == {"export/c.txt": b"c"}
+  assert _tree(folder) == {"export/a.txt": b"new a", "export/c.txt": b"c"}
   assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["local", "ram"])
+def test_a_folder_keeps_the_files_the_write_does_not_make(tmp_path, where, monkeypatch):
+  """A user's file beside an artifact survives its rewriting; the written entries replace
+  their namesakes, and the marker is taken away first and put back last."""
+  folder = str(tmp_path) if where == "local" else _ram_folder()
+  target = f"{folder}/artifact"
+  with atomic_io.atomic_directory(target, marker="config.json") as staging:
+    for name, text in (("config.json", "old"), ("weights", "old"), ("sub/x", "old")):
+      tf.io.gfile.makedirs(os.path.dirname(f"{staging}/{name}"))
+      with tf.io.gfile.GFile(f"{staging}/{name}", "w") as f:
+        f.write(text)
+  with tf.io.gfile.GFile(f"{target}/notes.txt", "w") as f:
+    f.write("mine")
+  weights_moved_in_with_marker = []
+  for module, name in ((os, "replace"), (tf.io.gfile, "rename")):
+    def move(source, destination, *args, _real=getattr(module, name), **kwargs):
+      _real(source, destination, *args, **kwargs)
+      if os.fspath(destination) == f"{target}/weights":
+        weights_moved_in_with_marker.append(tf.io.gfile.exists(f"{target}/config.json"))
+    monkeypatch.setattr(module, name, move)
+  with atomic_io.atomic_directory(target, marker="config.json") as staging:
+    for name in ("config.json", "weights", "sub/y"):
+      tf.io.gfile.makedirs(os.path.dirname(f"{staging}/{name}"))
+      with tf.io.gfile.GFile(f"{staging}/{name}", "w") as f:
+        f.write("new")
+  monkeypatch.undo()
+  assert {name: tf.io.gfile.GFile(f"{target}/{name}").read()
+          for name in ("config.json", "weights", "sub/y", "notes.txt")} == {
+              "config.json": "new", "weights": "new", "sub/y": "new", "notes.txt": "mine"}
+  assert not tf.io.gfile.exists(f"{target}/sub/x")  # A written folder is replaced whole.
+  assert weights_moved_in_with_marker == [False]  # The marker was away meanwhile.
 
 
 def test_a_failed_write_of_a_url_keeps_the_old_file(monkeypatch):
