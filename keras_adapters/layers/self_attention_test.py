@@ -55,8 +55,9 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
     if mask is not None:
       mask = tf.logical_or(mask, tf.eye(7, batch_shape=[3], dtype=tf.bool)[:, :mask.shape[1]])
     ours, theirs = _twins()
-    self.assertAllClose(ours(_inputs(), attention_mask=mask),
-                        theirs(_inputs(), _inputs(), attention_mask=mask), atol=1e-5)
+    # Outputs up to 13, summed in other orders (Keras' einsums, oneDNN or Eigen).
+    testing.assert_close_at_scale(self, ours(_inputs(), attention_mask=mask),
+                                  theirs(_inputs(), _inputs(), attention_mask=mask), rtol=1e-5)
 
   def test_gradients_equal_keras_multi_head_attention(self):
     """The gradients of inputs and of every weight match Keras' attention's."""
@@ -66,8 +67,9 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
       tape.watch(x)
       our_loss = tf.reduce_sum(tf.sin(ours(x, attention_mask=_mask())))
       their_loss = tf.reduce_sum(tf.sin(theirs(x, x, attention_mask=_mask())))
-    self.assertAllClose(tape.gradient(our_loss, [x] + ours.weights),
-                        tape.gradient(their_loss, [x] + theirs.weights), atol=1e-4)
+    # Gradients up to 64: measured 1.4e-7 of the largest on an AVX2 CPU.
+    testing.assert_close_at_scale(self, tape.gradient(our_loss, [x] + ours.weights),
+                                  tape.gradient(their_loss, [x] + theirs.weights), rtol=1e-5)
 
   def test_masked_keys_do_not_matter(self):
     """Changing the inputs at masked positions leaves the unmasked positions' outputs alone."""
@@ -151,7 +153,9 @@ class SelfAttentionTest(tf.test.TestCase, parameterized.TestCase):
       return tape.gradient(loss, layer.weights)
 
     compiled = tf.function(lambda: gradients(layers[1]), jit_compile=True)()
-    self.assertAllClose(compiled, gradients(layers[0]), atol=1e-5, rtol=1e-5)
+    # XLA fuses and sums in its own order: up to 1.6e-6 of a tensor's largest gradient
+    # measured on an AVX2 CPU (Eigen's kernels; 6e-7 with oneDNN's).
+    testing.assert_close_at_scale(self, compiled, gradients(layers[0]), rtol=1e-5)
 
   @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
   def test_recomputing_under_mixed_precision(self, name, epsilon):

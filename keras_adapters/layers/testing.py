@@ -1,6 +1,7 @@
 """What the layer tests share: adapter placements (AdapterHub's three presets and combinations
-of its options), mixed-precision policies, tasks' adapter sets to route between, and
-`run_layer_test`, the checks every Keras layer of the library passes."""
+of its options), mixed-precision policies, tolerances that hold on every CPU
+(`assert_close_at_scale`), tasks' adapter sets to route between, and `run_layer_test`, the
+checks every Keras layer of the library passes."""
 
 import inspect
 
@@ -42,6 +43,29 @@ def mixed_precision_gap(actual, expected, epsilon):
   expected = np.asarray(expected, np.float64)
   difference = np.max(np.abs(np.asarray(actual, np.float64) - expected))
   return float(difference / (epsilon * max(1.0, float(np.max(np.abs(expected))))))
+
+
+def assert_close_at_scale(test_case, actual, expected, rtol, msg=None):
+  """Asserts that each tensor of `actual` (one, or a list or nest of them) differs from the
+  matching one of `expected` by at most `rtol` times that expected tensor's largest magnitude,
+  or 1 if that is smaller.
+
+  Another summation order (AVX2 or AVX-512 kernels, oneDNN or Eigen, XLA's fusions) changes
+  a float32 sum by rounding errors that grow with the magnitudes summed, not with the sum: a
+  gradient element that is a small difference of large terms carries their error. So an
+  element-wise relative tolerance, or an absolute one fitted on one CPU, fails on another
+  CPU's correct result; a bound relative to the tensor's scale holds there and still fails a
+  real error, which moves elements by a visible part of that scale. The scale is at least 1
+  because a tensor can cancel to far less than the terms it was summed from (the gradient of
+  attention's key bias is 0 up to rounding).
+  """
+  tf.nest.assert_same_structure(actual, expected, check_types=False)
+  for got, want in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+    want = np.asarray(want, np.float64)
+    tolerance = rtol * max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    test_case.assertAllClose(np.asarray(got, np.float64), want, rtol=0, atol=tolerance,
+                             msg=f"{msg or ''} (tolerance {tolerance:.3g}: {rtol:g} times the "
+                             "largest magnitude, or 1)")
 
 
 def random_adapter_set(seed, **kwargs):
