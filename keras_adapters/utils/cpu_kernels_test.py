@@ -1,8 +1,10 @@
 """Tests for cpu_kernels."""
 
 import os
+import platform
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -32,30 +34,74 @@ def test_cpu_info_names_the_model_and_its_vector_extensions(tmp_path):
 def test_choice_respects_the_user_and_a_loaded_tensorflow(environ, modules, machine, onednn,
                                                           chosen_by, monkeypatch):
   monkeypatch.setattr(cpu_kernels, "_choice", None)
-  chosen = cpu_kernels.choose_before_tensorflow(environ, modules, machine)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", cpu_kernels.OneDnnOffWarning)
+    chosen = cpu_kernels.choose_before_tensorflow(environ, modules, machine,
+                                                  onednn_on=lambda: True)
   assert chosen == dict(onednn=onednn, chosen_by=chosen_by)
   assert environ.get(cpu_kernels.ONEDNN_VARIABLE) == onednn
   assert cpu_kernels.choice() == chosen
 
 
-def _chosen_in_a_fresh_python(env):
-  code = ("import keras_adapters, os, tensorflow; "
+@pytest.mark.parametrize("environ, machine, onednn_on, warned", [
+    ({}, "x86_64", False, True),
+    ({}, "x86_64", True, False),  # TensorFlow's own default chose oneDNN (AVX-512 VNNI).
+    ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "x86_64", False, False),
+    ({"TF_ENABLE_ONEDNN_OPTS": "1"}, "x86_64", False, False),  # Set too late: their call.
+    ({}, "aarch64", False, False),
+])
+def test_tensorflow_loaded_first_without_onednn_is_told_once_how_to_get_it(
+    environ, machine, onednn_on, warned, monkeypatch):
+  monkeypatch.setattr(cpu_kernels, "_choice", None)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cpu_kernels.choose_before_tensorflow(environ, {"tensorflow": None}, machine,
+                                         onednn_on=lambda: onednn_on)
+  assert [(w.category, str(w.message)) for w in caught] == (
+      [(cpu_kernels.OneDnnOffWarning, cpu_kernels.TOO_LATE_FOR_ONEDNN)] if warned else [])
+
+
+def _import_in_a_fresh_python(first, second, env):
+  """A fresh Python imports `first`, then `second`; returns its stderr, the variable and
+  `choice()["chosen_by"]` it ends with, and whether TensorFlow runs oneDNN."""
+  code = (f"import {first}; import {second}; import os; "
           "from keras_adapters.utils import cpu_kernels; "
+          "from tensorflow.python.util import _pywrap_util_port; "
           "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'), cpu_kernels.choice()['chosen_by'], "
-          "sep='|')")
-  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       check=True).stdout
-  return out.strip().splitlines()[-1].split("|")
+          "_pywrap_util_port.IsMklEnabled(), sep='|')")
+  process = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True)
+  onednn, chosen_by, onednn_on = process.stdout.strip().splitlines()[-1].split("|")
+  return process.stderr, onednn, chosen_by, onednn_on == "True"
 
 
-def test_importing_the_library_chooses_before_tensorflow_loads_and_the_user_wins(monkeypatch):
+def test_the_import_order_decides_and_a_late_library_says_how_to_get_onednn(monkeypatch):
+  """keras_adapters first chooses before TensorFlow loads (oneDNN on any x86-64 CPU), with no
+  notice. TensorFlow first (the README's old order) keeps TensorFlow's default, and where that
+  left oneDNN off (a CPU without AVX-512 VNNI or newer: this one, if AVX2 only) one notice
+  says how to get it. A user's variable wins in either order, with no notice."""
   monkeypatch.setattr(cpu_kernels, "_choice", cpu_kernels._choice)  # Restored after the test.
   env = {key: value for key, value in os.environ.items()
          if key != cpu_kernels.ONEDNN_VARIABLE}
   expected = cpu_kernels.choose_before_tensorflow({}, {})
-  assert _chosen_in_a_fresh_python(env) == [str(expected["onednn"]), expected["chosen_by"]]
+  stderr, onednn, chosen_by, onednn_on = _import_in_a_fresh_python(
+      "keras_adapters", "tensorflow", env)
+  assert [onednn, chosen_by] == [str(expected["onednn"]), expected["chosen_by"]]
+  assert "OneDnnOffWarning" not in stderr
+  if platform.machine().lower() in ("x86_64", "amd64"):
+    assert onednn_on
+
+  stderr, onednn, chosen_by, onednn_on = _import_in_a_fresh_python(
+      "tensorflow", "keras_adapters", env)
+  assert [onednn, chosen_by] == ["None", "tensorflow (loaded before keras_adapters)"]
+  warned = not onednn_on and platform.machine().lower() in ("x86_64", "amd64")
+  assert stderr.count(f"OneDnnOffWarning: {cpu_kernels.TOO_LATE_FOR_ONEDNN}") == warned, stderr
+
   env[cpu_kernels.ONEDNN_VARIABLE] = "0"
-  assert _chosen_in_a_fresh_python(env) == ["0", "user"]
+  stderr, onednn, chosen_by, onednn_on = _import_in_a_fresh_python(
+      "tensorflow", "keras_adapters", env)
+  assert [onednn, chosen_by, onednn_on] == ["0", "user", False]
+  assert "OneDnnOffWarning" not in stderr
 
 
 def test_machine_record_carries_the_kernels():
