@@ -10,8 +10,9 @@ files in order, then the flags given, then `--params_override`.
 import dataclasses
 import json
 import math
+import sys
 import typing
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Sequence
 
 from absl import flags
 
@@ -73,11 +74,9 @@ def settings_from_flags(config_cls: type, **overrides: Any) -> Any:
 
 
 def define_methods_flag(purpose: str, name: str = "methods") -> None:
-  """Defines `--<name>`, a list of the paper's methods (`purpose`: what the script does with
-  them), refusing at parse time a name that is not one of them."""
-  # Imported here: the comparison's module loads the run driver and TensorFlow.
-  from keras_adapters.analysis import method_comparison  # pylint: disable=g-import-not-at-top
-  methods = sorted(method_comparison.METHODS)
+  """Defines `--<name>`, a list of the names `--method` takes (`purpose`: what the script
+  does with them), refusing at parse time a name that is not one of them."""
+  methods = config_definitions.METHODS
   flags.DEFINE_list(name, None, f"{purpose} ({', '.join(methods)}).")
   flags.register_validator(
       name, lambda names: not set(names or ()) - set(methods),
@@ -171,11 +170,23 @@ def validate_number_list(name, parse, minimum, example):
       f"e.g. --{name}={example}.")
 
 
-def check_base(config):
+def check_base(config, methods=()):
   """Raises a `ValueError` naming the flag if the base cannot serve `config`: a
   `--max_seq_length` above its position embeddings, a `--preprocess_handle` that is no
-  preprocessing model or makes ids beyond its vocabulary. Checked before any data is read."""
-  # Imported here: reading a handle loads TensorFlow Hub.
+  preprocessing model or makes ids beyond its vocabulary, a method's setting naming layers
+  the base does not have (`--lora_leave_out`, `--top_k`). Checked before anything is read or
+  written.
+
+  Args:
+    config: The run config of the flags.
+    methods: The methods of `--methods`, each checked at the settings it runs with.
+
+  Returns:
+    The run config of each method by name: `config` under its own method's name without
+    `methods`.
+  """
+  # Imported here: reading a handle loads TensorFlow Hub, the comparison the run driver.
+  from keras_adapters.analysis import method_comparison  # pylint: disable=g-import-not-at-top
   from keras_adapters.hub import compatibility  # pylint: disable=g-import-not-at-top
   from keras_adapters.hub import hub_encoder  # pylint: disable=g-import-not-at-top
   base = hub_encoder.read_hub_encoder(config.model.hub_handle)
@@ -183,6 +194,12 @@ def check_base(config):
   compatibility.check_preprocessor(
       compatibility.load_preprocessor(config.model.preprocess_handle), base.config,
       encoder_tokenizer=base.tokenizer, handle=config.model.preprocess_handle)
+  num_layers = base.config["num_layers"]
+  configs = ({method: method_comparison.method_config(config, method, num_layers)
+              for method in methods} if methods else {config.model.method_name: config})
+  for method_config in configs.values():
+    method_config.model.validate_for(num_layers)
+  return configs
 
 
 def create_strategy():
@@ -224,16 +241,24 @@ def _adapter_config_settings() -> Dict[str, Any]:
   return named
 
 
-def run_config_from_flags(**overrides: Any) -> config_definitions.ExperimentConfig:
+def run_config_from_flags(trained: Optional[Sequence[str]] = None,
+                          **overrides: Any) -> config_definitions.ExperimentConfig:
   """The `ExperimentConfig` of the flags, with the embedded default model where none is named.
 
+  A setting of a method that is not trained (`--lora_r` with `--method=adapters`, or with
+  `--methods` that has no lora) is refused, as `--method` or `--tuning` beside `--methods`.
+
   Args:
+    trained: The methods the script's runs train whatever the flags say (a study's); default:
+      those of `--methods`, else `--method`'s.
     **overrides: Settings by flag name that replace the script's defaults (a budget such as
       `--full`'s epochs); a config file or a flag given still overrides them.
   """
   # Imported here: resolving the default converts the base model on first use.
   from keras_adapters.hub import default_model  # pylint: disable=g-import-not-at-top
   values = flags.FLAGS
+  compared = values["methods"].value if "methods" in values else None
+  _check_method_flags(trained or compared, by=None if trained else "--methods")
   tree = config_definitions.nested_settings(
       {name: _flag_value(_TREE, path) for name, path in config_definitions.SETTINGS.items()
        if not values[name].present} | overrides)
@@ -241,12 +266,44 @@ def run_config_from_flags(**overrides: Any) -> config_definitions.ExperimentConf
     tree = config_definitions.override_dict(tree, path)
   given = {name: _flag_value(_TREE, path) for name, path in config_definitions.SETTINGS.items()
            if values[name].present}
+  adapter_config = _adapter_config_settings()
   tree = config_definitions.override_dict(
-      tree, config_definitions.nested_settings({**given, **_adapter_config_settings()}))
+      tree, config_definitions.nested_settings({**given, **adapter_config}))
   if values.params_override:
     tree = config_definitions.override_dict(tree, values.params_override)
   model = tree["model"]
   model["hub_handle"] = model["hub_handle"] or default_model.default_hub_handle()
   model["preprocess_handle"] = (model["preprocess_handle"]
                                 or default_model.default_preprocess_handle())
-  return config_definitions.ExperimentConfig.from_dict(tree)
+  config = config_definitions.ExperimentConfig.from_dict(tree)
+  config_definitions.check_methods_settings(
+      _settings_set(tree, {**given, **adapter_config}),
+      trained or compared or [config.model.method_name], compared=bool(trained or compared))
+  return config
+
+
+def _check_method_flags(methods, by):
+  """Refuses `--method` or `--tuning` where the runs' `methods` are set otherwise (`by` the
+  flag `--methods`, or by the command itself); says that `--tuning` is the old spelling of
+  `--method`."""
+  values = flags.FLAGS
+  picked = " and ".join(f"--{name}" for name in ("method", "tuning") if values[name].present)
+  if methods and picked:
+    chosen = f"{by}={','.join(methods)}" if by else "this command"
+    raise errors.UsageError(f"{picked} pick the method of one run, and {chosen} trains each "
+                            f"of {', '.join(methods)}: drop {picked}.")
+  if values["tuning"].present:
+    print(f"Deprecated: --tuning={values.tuning} is the old spelling of --method="
+          f"{values.tuning}; it runs the same, and a later version will refuse it.",
+          file=sys.stderr)
+
+
+def _settings_set(tree, given):
+  """The settings of the final `tree` that were set: those `given` (on the command line) and
+  those that differ from their defaults (set by a config file or `--params_override`)."""
+  defaults = {name: list(field.default) if isinstance(field.default, tuple) else field.default
+              for name, field in ((settings.flag_name(field), field)
+                                  for _, field in config_definitions.leaves())}
+  values = config_definitions.flat_settings(tree)
+  return {name: value for name, value in values.items()
+          if name in given or value != defaults[name]}

@@ -38,6 +38,7 @@ from experiments import task_flags
 from keras_adapters.analysis import plots
 from keras_adapters.analysis import studies
 from keras_adapters.analysis import suite as suite_lib
+from keras_adapters.core import config_definitions
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.models import saving
@@ -66,7 +67,7 @@ common_flags.define_run_flags(learning_rate=1e-3, epochs=studies.CPU_BUDGET.epoc
 
 FLAGS = flags.FLAGS
 # What the studies and the suite set for each run themselves.
-_SET_BY_STUDY = ("tuning", "top_k", "adapter_size", "adapter_init_stddev", "learning_rate",
+_SET_BY_STUDY = ("method", "tuning", "top_k", "adapter_size", "adapter_init_stddev", "learning_rate",
                  "seed")
 
 
@@ -194,7 +195,9 @@ def main(argv):
                          f"{', '.join(builtin_datasets.BUILTIN_TASKS)}.")
   common_flags.create_strategy()
   budget = _budget()
-  config = common_flags.run_config_from_flags(epochs=budget.epochs,
+  # A study's points and the suite's comparisons train every method.
+  config = common_flags.run_config_from_flags(trained=config_definitions.METHODS,
+                                              epochs=budget.epochs,
                                               batch_size=budget.batch_size)
   common_flags.check_base(config)
   if FLAGS.study == _SUITE:

@@ -37,7 +37,7 @@ from keras_adapters.utils import atomic_io
 
 flags.DEFINE_bool("full", False, "Paper budget: every training example, 20 epochs.")
 common_flags.define_methods_flag("Compare these methods over --seeds and write a results "
-                                  "table, instead of one run set by --tuning")
+                                  "table, instead of one run of --method")
 common_flags.define_rerun_flag("--methods")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 common_flags.validate_number_list("seeds", int, 0, "0,1,2")
@@ -60,7 +60,7 @@ def main(argv):
                          f"{', '.join(not_compared)}; list them in --methods too.")
   common_flags.create_strategy()
   config = common_flags.run_config_from_flags(**({"epochs": 20.0} if FLAGS.full else {}))
-  common_flags.check_base(config)
+  common_flags.check_base(config, FLAGS.methods or ())
   # Before anything is written there (a --data_path task's split manifest).
   atomic_io.make_writable_dir(FLAGS.model_dir, "model_dir")
   spec, splits = load_splits()

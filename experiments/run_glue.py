@@ -11,6 +11,11 @@ it, e.g. `--task=all,wnli`, to run it too):
   python experiments/run_glue.py --task=all --data_dir=glue_data --model_dir=runs/glue \
       --export_dir=exports/glue
 
+Other methods train with `--method` (`lora`, `ia3`, or the paper's baselines `top_k`,
+`layer_norm`, `full`); `--methods=lora,top_k` runs each of them as a run of its own, in
+`<model_dir>/<method>` (exported to `<export_dir>/<method>`), at its comparison learning
+rate (`keras_adapters.analysis.method_comparison`).
+
 The paper's model selection: per task, learning rate {3e-5, 3e-4, 3e-3} x epochs {3, 20} x
 adapter size {8, 64, 256} x seeds {0, 1, 2}, the setting with the best mean validation score
 over seeds, then its best seed:
@@ -36,6 +41,7 @@ from keras_adapters.data import glue
 from keras_adapters.data import glue_submission
 from keras_adapters.data import text_classification
 from keras_adapters.analysis import sweep
+from keras_adapters.core import config_definitions
 from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 
@@ -54,12 +60,15 @@ flags.DEFINE_bool("sweep", False,
 flags.DEFINE_list("sweep_learning_rates", ["3e-5", "3e-4", "3e-3"], "Sweep learning rates.")
 flags.DEFINE_list("sweep_epochs", ["3", "20"], "Sweep numbers of epochs.")
 flags.DEFINE_list("sweep_adapter_sizes", ["8", "64", "256"],
-                  "Sweep adapter sizes (only with --tuning=adapters).")
+                  "Sweep adapter sizes (of --method=adapters; the other methods have none).")
 flags.DEFINE_list("sweep_seeds", ["0", "1", "2"],
                   "Sweep seeds; a setting's score is its mean over them.")
 flags.DEFINE_integer("max_train_examples", 0,
                      "Train on a fixed subset of this many training examples (0 = all), for "
                      "quick runs.", lower_bound=0)
+common_flags.define_methods_flag(
+    "Run each of these methods on every --task, in <model_dir>/<method> (exported to "
+    "<export_dir>/<method>) at its comparison learning rate, instead of one run of --method")
 common_flags.define_run_flags()
 common_flags.validate_number_list("sweep_learning_rates", float, 0, "3e-4,3e-3")
 common_flags.validate_number_list("sweep_epochs", float, 0, "3,20")
@@ -95,15 +104,28 @@ def _tasks():
   return list(dict.fromkeys(tasks))
 
 
-def _sweep_grid():
-  """The grid of the --sweep_* flags (checked when parsed), in the order of the trial names."""
+def _sweep_grid(method):
+  """The grid of the --sweep_* flags (checked when parsed) for `method`, in the order of the
+  trial names."""
   grid = dict(learning_rate=[float(value) for value in FLAGS.sweep_learning_rates],
               epochs=[float(value) for value in FLAGS.sweep_epochs])
-  # Other tunings and methods have no adapters: their adapter size is not a dimension.
-  if FLAGS.tuning == "adapters" and FLAGS.method == "adapters":
+  # The other methods have no adapters: their adapter size is not a dimension.
+  if method in config_definitions.setting_methods("adapter_size"):
     grid["adapter_size"] = [int(value) for value in FLAGS.sweep_adapter_sizes]
   grid["seed"] = [int(value) for value in FLAGS.sweep_seeds]
   return grid
+
+
+def _sweep_grids(methods):
+  """The grid of each of `methods` with --sweep (else `None`); --sweep_adapter_sizes given
+  where no method has adapters is refused."""
+  grids = {method: _sweep_grid(method) if FLAGS.sweep else None for method in methods}
+  if FLAGS["sweep_adapter_sizes"].present and not any(
+      grid and "adapter_size" in grid for grid in grids.values()):
+    raise app.UsageError(f"--sweep_adapter_sizes sizes adapters, which {', '.join(methods)} "
+                         "train none of: drop it" + ("." if FLAGS.sweep else
+                                                      ", or add --sweep."))
+  return grids
 
 
 def _read(task, split):
@@ -138,11 +160,12 @@ def _load_all(tasks):
                             "--tfds_data_dir instead of --data_dir.") from None
 
 
-def run_glue_task(task, splits, config, grid):
-  """Runs (or sweeps) one task; returns its results and the chosen trial (`None` without)."""
+def run_glue_task(task, splits, config, grid, model_dir, export_root):
+  """Runs (or sweeps) one task in `model_dir/<task>`, exported to `export_root/<task>` (not
+  without); returns its results and the chosen trial (`None` without)."""
   spec = glue.glue_task(task)
-  task_dir = os.path.join(FLAGS.model_dir, task)
-  export_dir = os.path.join(FLAGS.export_dir, task) if FLAGS.export_dir else None
+  task_dir = os.path.join(model_dir, task)
+  export_dir = os.path.join(export_root, task) if export_root else None
   if grid:
     result = sweep.run_sweep(spec, splits, config, grid, os.path.join(task_dir, "sweep"),
                              export_best_dir=export_dir)
@@ -152,13 +175,14 @@ def run_glue_task(task, splits, config, grid):
   return classification.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
 
 
-def write_submission(task, predictions):
-  """Writes the GLUE server file of each predicted test split; returns their paths."""
+def write_submission(task, predictions, model_dir):
+  """Writes the GLUE server file of each predicted test split under `model_dir`; returns
+  their paths."""
   paths = []
   for split, predicted in predictions.items():
     file_task, file_split = ("ax", "test") if split == _AX_SPLIT else (task, split)
     paths.append(glue_submission.write_glue_submission(
-        os.path.join(FLAGS.model_dir, SUBMISSION_DIR), file_task, file_split,
+        os.path.join(model_dir, SUBMISSION_DIR), file_task, file_split,
         predicted["ids"], predicted["values"]))
   return paths
 
@@ -169,9 +193,9 @@ def _scores(task, values):
                    for metric in glue.glue_task(task).metrics)
 
 
-def markdown_table(table):
+def markdown_table(table, model_dir):
   """`glue_results.json`'s content as Markdown: one row per task and evaluation split."""
-  lines = [f"GLUE validation scores (%) of the runs in `{FLAGS.model_dir}`; test predictions "
+  lines = [f"GLUE validation scores (%) of the runs in `{model_dir}`; test predictions "
            f"for the GLUE server in `{SUBMISSION_DIR}/`.", "",
            "| task | split | scores | trained params | % of base | train min | run |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -185,6 +209,37 @@ def markdown_table(table):
   return "\n".join(lines) + "\n"
 
 
+def run_method(data, config, grid, model_dir, export_dir):
+  """Runs every task of `data` with `config` (swept over `grid`, if any) in `model_dir`;
+  writes the submission files and the results tables there."""
+  prefix = f"{config.model.method_name}: " if FLAGS.methods else ""
+  results_path = os.path.join(model_dir, RESULTS_JSON)
+  table = atomic_io.read_json(results_path) or {}
+  for task, splits in data.items():
+    print(f"{prefix}{task}: "
+          f"{', '.join(f'{name} {len(split):,}' for name, split in splits.items())} examples")
+    results, trial = run_glue_task(task, splits, config, grid, model_dir, export_dir)
+    submission = write_submission(task, results["predictions"], model_dir)
+    for split, values in results["metrics"].items():
+      print(f"{prefix}{task} {split}: {_scores(task, values)}")
+    parameters = results["parameters"]
+    print(f"{prefix}{task}: {parameters['trainable']:,} trained parameters "
+          f"({parameters['trainable_percent_of_base']:.2f}% of the base)"
+          f"{f', chosen trial {trial}' if trial else ''}; wrote {', '.join(submission)}")
+    if results.get("export_dir"):
+      print(f"{prefix}{task}: exported to {results['export_dir']}")
+    table[task] = dict(metrics=results["metrics"], parameters=results["parameters"],
+                       train_seconds=results["train_seconds"], config=results["config"],
+                       trial=trial, export_dir=results.get("export_dir"),
+                       submission=[os.path.basename(path) for path in submission])
+    # Written after every task, so a long run's finished tasks are on record.
+    atomic_io.write_json(results_path, table)
+    atomic_io.write_text(os.path.join(model_dir, RESULTS_MARKDOWN),
+                         markdown_table(table, model_dir))
+  print(f"{prefix}Results: {results_path} and {RESULTS_MARKDOWN}; submission files in "
+        f"{os.path.join(model_dir, SUBMISSION_DIR)}.")
+
+
 def main(argv):
   del argv  # cli.run refuses arguments.
   common_flags.create_strategy()
@@ -195,37 +250,19 @@ def main(argv):
         "--data_dir=glue_data --tasks=all) and --tfds_data_dir (a TFDS data_dir where `tfds "
         "build glue` ran).")
   tasks = _tasks()
-  grid = _sweep_grid() if FLAGS.sweep else None
   config = common_flags.run_config_from_flags()
-  if grid:
-    sweep.expand_grid(config, grid)
-  common_flags.check_base(config)
+  configs = common_flags.check_base(config, FLAGS.methods or ())
+  grids = _sweep_grids(list(configs))
+  for method, grid in grids.items():
+    if grid:
+      sweep.expand_grid(configs[method], grid)
   data = _load_all(tasks)
-
-  results_path = os.path.join(FLAGS.model_dir, RESULTS_JSON)
-  table = atomic_io.read_json(results_path) or {}
-  for task, splits in data.items():
-    print(f"{task}: {', '.join(f'{name} {len(split):,}' for name, split in splits.items())} "
-          "examples")
-    results, trial = run_glue_task(task, splits, config, grid)
-    submission = write_submission(task, results["predictions"])
-    for split, values in results["metrics"].items():
-      print(f"{task} {split}: {_scores(task, values)}")
-    parameters = results["parameters"]
-    print(f"{task}: {parameters['trainable']:,} trained parameters "
-          f"({parameters['trainable_percent_of_base']:.2f}% of the base)"
-          f"{f', chosen trial {trial}' if trial else ''}; wrote {', '.join(submission)}")
-    if results.get("export_dir"):
-      print(f"{task}: exported to {results['export_dir']}")
-    table[task] = dict(metrics=results["metrics"], parameters=results["parameters"],
-                       train_seconds=results["train_seconds"], config=results["config"],
-                       trial=trial, export_dir=results.get("export_dir"),
-                       submission=[os.path.basename(path) for path in submission])
-    # Written after every task, so a long run's finished tasks are on record.
-    atomic_io.write_json(results_path, table)
-    atomic_io.write_text(os.path.join(FLAGS.model_dir, RESULTS_MARKDOWN), markdown_table(table))
-  print(f"Results: {results_path} and {RESULTS_MARKDOWN}; submission files in "
-        f"{os.path.join(FLAGS.model_dir, SUBMISSION_DIR)}.")
+  for method, method_config in configs.items():
+    if FLAGS.methods:
+      run_method(data, method_config, grids[method], os.path.join(FLAGS.model_dir, method),
+                 FLAGS.export_dir and os.path.join(FLAGS.export_dir, method))
+    else:
+      run_method(data, method_config, grids[method], FLAGS.model_dir, FLAGS.export_dir)
 
 
 if __name__ == "__main__":

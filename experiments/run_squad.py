@@ -67,7 +67,7 @@ flags.DEFINE_bool("paper_schedule", False,
                   "the --max_train_examples budget and score it on the dev set; writes "
                   "<results_dir>/schedule_search.json and paper_schedule.{json,md}.")
 common_flags.define_methods_flag("Run these methods at the same budget and write the results "
-                                  "table, instead of one run set by --tuning")
+                                  "table, instead of one run of --method")
 common_flags.define_settings_flags(question_answering.SquadConfig, max_train_examples=20000)
 common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0, max_seq_length=384)
 
@@ -190,8 +190,9 @@ def main(argv):
   if FLAGS["pooling"].present:
     raise app.UsageError("--pooling does not apply to SQuAD: the span head reads every token.")
   overrides = {"epochs": FULL_EPOCHS} if FLAGS.full and not FLAGS["epochs"].present else {}
-  config = common_flags.run_config_from_flags(**overrides)
-  common_flags.check_base(config)
+  scheduled = list(squad_schedule.SEARCH) if FLAGS.paper_schedule else None
+  config = common_flags.run_config_from_flags(trained=scheduled, **overrides)
+  common_flags.check_base(config, scheduled or FLAGS.methods or ())
   squad_config = _squad_config()
   squad_config.window_settings(config.data.max_seq_length)
   train, dev = load_data()

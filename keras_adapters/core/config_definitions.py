@@ -23,8 +23,9 @@ one handed unchanged to `AdaptedBert` (`ModelConfig.set_config`).
 
 import dataclasses
 import os
+import re
 import typing
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from official.modeling.hyperparams import params_dict
 import tensorflow as tf
@@ -37,6 +38,7 @@ from keras_adapters.methods.ia3 import IA3Config
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.models import classifier
+from keras_adapters.models import tuning as tuning_lib
 from keras_adapters.training import distribution
 from keras_adapters.training import optimization
 from keras_adapters.utils import errors
@@ -48,10 +50,15 @@ setting = settings.setting
 AdapterConfig = adapter_config_lib.AdapterConfig
 # The library's own configs, which check their values themselves.
 LIBRARY_CONFIGS = (AdapterConfig,) + registry.config_classes()
-# What a task can train: the bottleneck adapters (with the paper's baselines by `tuning`) or
-# a registered method, each with its section of the same name (`lora`, `ia3`).
+# What a task can train: the bottleneck adapters, a registered method, each with its section
+# of the same name (`lora`, `ia3`), or one of the paper's baselines, the tuning policies that
+# train parts of the base itself (`top_k`, `layer_norm`, `full`). A baseline is recorded as
+# the adapter section's `tuning`, as runs always recorded it.
 ADAPTERS_METHOD = "adapters"
-METHODS = (ADAPTERS_METHOD,) + registry.names()
+BASELINE_METHODS = tuple(policy for policy in tuning_lib.TUNING_POLICIES
+                         if policy != ADAPTERS_METHOD)
+# Every name `--method` and `--methods` take.
+METHODS = tuple(dict.fromkeys((ADAPTERS_METHOD,) + registry.names() + BASELINE_METHODS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +75,11 @@ class ModelConfig:
       "(BERT's pooled_output, the paper's head for BERT). Not used by the SQuAD span head.",
       choices=classifier.POOLINGS)
   method: str = setting(
-      ADAPTERS_METHOD, "What a task trains in the frozen base: adapters (bottleneck adapters, "
-      "or the paper's baselines by --tuning), lora or ia3 (their settings: --lora_*, --ia3_*).",
-      choices=METHODS)
+      ADAPTERS_METHOD, "What a task trains: bottleneck adapters (their settings: --adapter_size, "
+      "--leave_out, ...), a method that changes the frozen base's projections (its settings: "
+      f"--<method>_*): {', '.join(registry.names())}, or one of the paper's baselines, which "
+      f"train parts of the base: {', '.join(BASELINE_METHODS)} (with --top_k). A setting of "
+      "another method is refused.", choices=METHODS)
   recompute_attention: str = setting(
       "auto", "Recompute the attention probabilities in the backward pass instead of keeping "
       "them: the same gradients, far less memory at long sequences, a slower step. auto: when "
@@ -91,6 +100,15 @@ class ModelConfig:
     tuning (`adapters`, `layer_norm`, `top_k`, `full`)."""
     return self.adapter.tuning if self.method == ADAPTERS_METHOD else self.method
 
+  def validate_for(self, num_layers: int) -> None:
+    """Raises a `UsageError` naming the setting when what the task trains cannot apply to a
+    base of `num_layers` layers (`lora_leave_out` naming every layer, `top_k` above it)."""
+    config = self.set_config
+    try:
+      config.validate_for(num_layers)
+    except ValueError as e:
+      raise errors.UsageError(_with_setting_names(str(e), type(config))) from None
+
   def __post_init__(self):
     for name in ("hub_handle", "preprocess_handle"):
       value = getattr(self, name)
@@ -103,12 +121,18 @@ class ModelConfig:
     settings.check_choice("method", self.method, METHODS)
     settings.check_choice("recompute_attention", self.recompute_attention,
                           self_attention.RECOMPUTE_CHOICES)
-    if self.method != ADAPTERS_METHOD and self.adapter.tuning != "adapters":
-      raise errors.UsageError(
-          f"method={self.method!r} with tuning={self.adapter.tuning!r}: tuning picks the "
-          "paper's baselines of method=adapters; leave it at 'adapters' with another method.")
     if not isinstance(self.adapter, AdapterConfig):
       raise errors.UsageError(f"adapter={self.adapter!r}: give an AdapterConfig.")
+    if self.method != ADAPTERS_METHOD and self.adapter.tuning not in (ADAPTERS_METHOD,
+                                                                      self.method):
+      raise errors.UsageError(
+          f"method={self.method!r} with tuning={self.adapter.tuning!r}: tuning is the old "
+          f"spelling of method={self.adapter.tuning!r}; give only method={self.method!r}.")
+    if self.method in BASELINE_METHODS:
+      # Recorded as runs always recorded a baseline: the adapter section's tuning.
+      object.__setattr__(self, "adapter", dataclasses.replace(self.adapter,
+                                                              tuning=self.method))
+      object.__setattr__(self, "method", ADAPTERS_METHOD)
     if self.adapter.tuning == "adapters" and self.adapter.adapter_size is None:
       raise errors.UsageError("adapter_size=None: must be a whole number of at least 1 with "
                               "tuning='adapters' (the other tunings have no adapters).")
@@ -253,6 +277,62 @@ class ExperimentConfig:
     """The settings that change what a run learns, by flag name: a run's record of them."""
     return {name: value for name, value in self.settings().items()
             if name not in EXECUTION_SETTINGS}
+
+
+def setting_methods(name: str) -> Tuple[str, ...]:
+  """The methods that setting `name` configures, by the config its section is: a registered
+  method's section is that method's (`lora_r`: lora), the adapter section the bottleneck
+  adapters' but for `top_k`, the size of the baseline of that name, and `tuning`, the old
+  spelling of the method itself; `()` for a setting every method shares (`learning_rate`)."""
+  path = SETTINGS[name]
+  section = field_type(ExperimentConfig, path[:-1]) if len(path) > 1 else None
+  if section in registry.config_classes():
+    return (section.method,)
+  if section is not AdapterConfig:
+    return ()
+  if path[-1] == "tuning":
+    return (ADAPTERS_METHOD,) + BASELINE_METHODS
+  return (path[-1],) if path[-1] in BASELINE_METHODS else (ADAPTERS_METHOD,)
+
+
+def check_methods_settings(values: Mapping[str, Any], methods: Sequence[str],
+                           compared: bool = False) -> None:
+  """Refuses a setting of a method that none of `methods` is: it would be recorded and
+  ignored (`lora_r=16` with method='adapters').
+
+  Args:
+    values: The settings given, by flag name, with their values.
+    methods: What trains: the run's method, or the methods a comparison trains.
+    compared: Whether `methods` are a comparison's (`methods=[...]`) or one run's.
+  """
+  for name, value in values.items():
+    owners = setting_methods(name)
+    if not owners or set(owners) & set(methods):
+      continue
+    shown = list(value) if isinstance(value, tuple) else value
+    if compared:
+      raise errors.UsageError(
+          f"{name}={shown!r} is a setting of {owners[0]}, which methods={list(methods)!r} "
+          f"does not train: drop it, or add {owners[0]} to the methods.")
+    raise errors.UsageError(
+        f"{name}={shown!r} is a setting of method={owners[0]!r}, not of "
+        f"method={methods[0]!r} that this run trains: drop it, or give "
+        f"method={owners[0]!r}.")
+
+
+def flat_settings(nested: Mapping[str, Any]) -> Dict[str, Any]:
+  """The settings a nested dict of the tree holds, by flag name (`nested_settings`'s
+  inverse); keys that are no setting are left out."""
+  flat = {}
+  for name, path in SETTINGS.items():
+    value = nested
+    for key in path:
+      if not isinstance(value, Mapping) or key not in value:
+        break
+      value = value[key]
+    else:
+      flat[name] = value
+  return flat
 
 
 def nested_settings(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -473,6 +553,15 @@ def _build(config_cls, values, path):
   if config_cls is ExperimentConfig and "model" not in arguments:
     arguments["model"] = _build(ModelConfig, {}, ("model",))
   return config_cls(**arguments)
+
+
+def _with_setting_names(message, config_cls):
+  """A library config's message with each of its fields written as the setting
+  (`leave_out=[6]` of a `LoRAConfig` as `lora_leave_out=[6]`), not another section's."""
+  for field in dataclasses.fields(config_cls):
+    if settings.flag_name(field) != field.name:
+      message = re.sub(rf"(?<![\w.-]){field.name}=", f"{settings.flag_name(field)}=", message)
+  return message
 
 
 def _named_as_its_setting(message, arguments, config_cls, path):

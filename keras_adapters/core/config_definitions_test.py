@@ -7,7 +7,9 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from keras_adapters.core import config_definitions
+from keras_adapters.methods import registry
 from keras_adapters.models import adapter_config
+from keras_adapters.models import tuning
 from keras_adapters.utils import errors
 from keras_adapters.utils import settings
 
@@ -58,6 +60,80 @@ class ExperimentConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_baselines_have_no_adapters(self):
     self.assertIsNone(_config(tuning="full").model.adapter.adapter_size)
+
+  def test_method_takes_every_method_name(self):
+    """The bottleneck adapters, every registered method and every tuning policy are method
+    names; a baseline is recorded as the adapter section's tuning, as the old spelling."""
+    self.assertCountEqual(config_definitions.METHODS,
+                          set(registry.names()) | set(tuning.TUNING_POLICIES))
+    for method in config_definitions.METHODS:
+      top_k = dict(top_k=2) if method == "top_k" else {}
+      config = _config(method=method, **top_k)
+      self.assertEqual(config.model.method_name, method)
+      if method in tuning.TUNING_POLICIES:
+        self.assertEqual(config, _config(method="adapters", tuning=method, **top_k))
+    self.assertEqual(_config(method="full", tuning="full").model.method_name, "full")
+
+  @parameterized.named_parameters(
+      ("baseline", dict(method="top_k", tuning="full"),
+       r"method='top_k' with tuning='full': tuning is the old spelling of method='full'; "
+       r"give only method='top_k'\."),
+      ("registered", dict(method="lora", tuning="layer_norm"),
+       r"method='lora' with tuning='layer_norm'"))
+  def test_a_method_and_another_tuning_are_refused(self, overrides, message):
+    with self.assertRaisesRegex(errors.UsageError, message):
+      _config(**overrides)
+
+  def test_a_setting_belongs_to_the_method_of_its_section(self):
+    self.assertEqual(config_definitions.setting_methods("lora_r"), ("lora",))
+    self.assertEqual(config_definitions.setting_methods("ia3_leave_out"), ("ia3",))
+    self.assertEqual(config_definitions.setting_methods("adapter_size"), ("adapters",))
+    self.assertEqual(config_definitions.setting_methods("leave_out"), ("adapters",))
+    self.assertEqual(config_definitions.setting_methods("top_k"), ("top_k",))
+    self.assertEqual(config_definitions.setting_methods("learning_rate"), ())
+    self.assertEqual(config_definitions.setting_methods("method"), ())
+
+  def test_every_setting_of_a_method_not_trained_is_refused_naming_both(self):
+    """Each setting of each method's section, given to a run of any other method, is refused
+    in one line naming the setting and its method; with its own method it passes."""
+    checked = 0
+    for name in config_definitions.SETTINGS:
+      owners = config_definitions.setting_methods(name)
+      for method in config_definitions.METHODS:
+        if not owners or method in owners:
+          config_definitions.check_methods_settings({name: 1}, [method])
+          continue
+        checked += 1
+        with self.assertRaisesRegex(
+            errors.UsageError,
+            rf"^{name}=1 is a setting of method='{owners[0]}', not of method='{method}' that "
+            rf"this run trains: drop it, or give method='{owners[0]}'\.$"):
+          config_definitions.check_methods_settings({name: 1}, [method])
+    self.assertGreater(checked, 50)
+    with self.assertRaisesRegex(
+        errors.UsageError, r"lora_target_modules=\['key'\] is a setting of lora, which "
+        r"methods=\['adapters', 'full'\] does not train: drop it, or add lora to the methods"):
+      config_definitions.check_methods_settings({"lora_target_modules": ("key",)},
+                                                ["adapters", "full"], compared=True)
+    config_definitions.check_methods_settings({"lora_r": 4}, ["adapters", "lora"],
+                                              compared=True)
+
+  @parameterized.named_parameters(
+      ("lora_leave_out", dict(method="lora", lora_leave_out=[0, 1]),
+       r"^lora_leave_out=\[0, 1\] leaves out every layer"),
+      ("ia3_leave_out", dict(method="ia3", ia3_leave_out=[2]),
+       r"^ia3_leave_out=\[2\] names layers \[2\]"),
+      ("adapter_leave_out", dict(leave_out=[5]), r"^leave_out=\[5\] names layers \[5\]"),
+      ("top_k", dict(method="top_k", top_k=3), r"top_k must be an integer in \[1, 2\]"))
+  def test_settings_beyond_the_base_name_their_setting(self, overrides, message):
+    with self.assertRaisesRegex(errors.UsageError, message):
+      _config(**overrides).model.validate_for(2)
+    _config(**overrides).model.validate_for(6)
+
+  def test_flat_settings_invert_nested_settings(self):
+    values = dict(lora_r=4, learning_rate=0.1, leave_out=[1])
+    self.assertEqual(config_definitions.flat_settings(
+        config_definitions.nested_settings(values)), values)
 
   def test_override_by_path_yaml_text_and_file_as_the_model_garden(self):
     config = _config()

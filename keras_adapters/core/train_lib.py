@@ -57,6 +57,9 @@ def run(task: base_task.Task, model_dir: str, export_dir: Optional[str] = None,
   if export_dir:
     atomic_io.check_output_dir(export_dir, "export_dir")
   task.prepare()
+  # Settings that only the base's depth can refuse (`lora_leave_out` naming every layer), before
+  # anything is written: a refused run leaves its folders as they were.
+  task.config.model.validate_for(task.read_base().config["num_layers"])
   definition = task.definition()
   run_records.check_run_dir(model_dir, definition)
   if export_dir:
