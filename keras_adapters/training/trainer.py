@@ -20,6 +20,11 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
   when it is known good: its weights are checked before it is written, and the loss they give
   at the next step must pass too, or the checkpoint is deleted. So the last checkpoint is
   always a good one to resume from;
+* the host does not wait for the device at every step: the steps' losses and gradient checks
+  stay on the device and are read together every `log_every_steps` and before every
+  checkpoint, evaluation or stop (as Orbit's `steps_per_loop` and Keras'
+  `steps_per_execution` do), so the device runs ahead of the Python loop. Divergence is still
+  reported at the step it happened, before anything after it is saved;
 * a latest checkpoint that cannot be read (a write cut short) is skipped with a warning, and
   training resumes from the one before it; what interrupted saves left behind
   (`ckpt-<step>_temp` folders, `*.tempstate*` and `checkpoint.tmp*` files) is deleted;
@@ -154,8 +159,9 @@ class Trainer:
   """Trains a Keras model with the paper's optimiser, with checkpoints, resumption and logs.
 
   Attributes:
-    model: The model of the last `train()` call: trained, or as it was when training
-      diverged; `None` before, or when that call found the run already finished.
+    model: The model of the last `train()` call: trained, or as it was when divergence was
+      found (up to `log_every_steps` steps after it); `None` before, or when that call found
+      the run already finished.
 
   Example:
     ```
@@ -214,7 +220,9 @@ class Trainer:
         returned in the result; called every `eval_every_steps` and at the end.
       eval_every_steps: Evaluation interval; `None` evaluates only at the end.
       log_every_steps: Interval of the TensorBoard scalars (mean loss over the interval,
-        learning rate) and of the loss shown on the progress bar.
+        learning rate) and of the loss shown on the progress bar; the steps' losses are read
+        from the device (the host waiting for it) this often, or at a checkpoint,
+        evaluation or stop if sooner.
       progress_bar: Whether to show a `keras.utils.Progbar`.
       deterministic: Whether to call `tf.config.experimental.enable_op_determinism()`. It is
         process-global and stays on after training: ops without a deterministic kernel then
@@ -333,7 +341,7 @@ class Trainer:
     benchmarks and profiling: it is the step `train()` takes, loss scaling and XLA included.
     """
     self._build_step()
-    return lambda batch: self._train_step(batch)[0]
+    return lambda batch: self._train_step(batch)["loss"]
 
   def _build(self):
     """Builds the step, the checkpoint and summary writers."""
@@ -496,21 +504,27 @@ class Trainer:
                          "(a batch size larger than the data with drop_remainder=True?).")
       epoch, consumed = epoch + 1, 0
 
-  def _distributed_step(self, batch: tuple) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  def _distributed_step(self, batch: tuple) -> Dict[str, tf.Tensor]:
     """One training step.
 
     Args:
       batch: `(features, labels)`, distributed.
 
     Returns:
-      The loss averaged over the global batch; the global norm of its gradient before
-      clipping; the number of examples in the global batch.
+      Tensors, left on the device: `loss`, averaged over the global batch; `gradients_ok`,
+      whether its gradient was finite before clipping, or overflowed only scaled (a step the
+      loss scaler skipped while lowering the scale, which is still at least 1); and
+      `num_examples`, of the global batch.
     """
     loss, grad_norm, num_examples = self._strategy.run(self._replica_step, args=batch)
     # The norm and the count were all-reduced: every replica holds the global value.
     first_replica = lambda value: self._strategy.experimental_local_results(value)[0]
-    return (self._strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-            first_replica(grad_norm), first_replica(num_examples))
+    gradients_ok = tf.math.is_finite(first_replica(grad_norm))
+    if self._loss_scaling:
+      # Below a scale of 1, the true gradients themselves overflowed.
+      gradients_ok = tf.logical_or(gradients_ok, self._optimizer.loss_scale >= 1.0)
+    return dict(loss=self._strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+                gradients_ok=gradients_ok, num_examples=first_replica(num_examples))
 
   def _replica_step(self, features, labels) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The step on one replica's share of the batch."""
@@ -561,36 +575,33 @@ class Trainer:
                                   stateful_metrics=["loss", "learning_rate"])
     progbar.update(start_step)
     step, loss, num_examples, interval_losses = start_step, None, 0, []
+    # The outputs of the steps taken since the last read, still on the device.
+    unread = []
     self._loop_start_time = time.perf_counter()
     self._seconds_before = float(self._train_seconds.numpy())
     # The references of the explosion checks: where this call starts.
     self._start_weight_norm = self._weight_norm()
-    first_loss = None
+    self._first_loss = None
     batches = self._batches(int(self._epoch.numpy()), int(self._batch_in_epoch.numpy()))
     while step < num_steps:
       epoch, consumed, batch = next(batches)
-      loss_t, grad_norm_t, examples_t = self._train_step(batch)
+      unread.append(self._train_step(batch))
       step += 1
-      loss, grads_finite = float(loss_t), math.isfinite(float(grad_norm_t))
-      if first_loss is None and math.isfinite(loss):
-        first_loss = (step, loss)
-      # An overflow of the scaled gradients is skipped by the loss scaler, which lowers the
-      # scale; only once it is below 1 did the true gradients overflow.
-      overflow_skipped = self._loss_scaling and float(self._optimizer.loss_scale) >= 1.0
-      problem = _loss_problem(loss, grads_finite or overflow_skipped, first_loss)
-      if problem:
-        # This loss is that of the weights the previous step left: if they were saved, that
-        # checkpoint is not good either.
-        latest = self._manager.latest_checkpoint
-        self._diverged(step, problem, bad_checkpoint=latest if latest and _checkpoint_step(
-            latest) == step - 1 else None)
-      num_examples += int(examples_t)
-      interval_losses.append(loss)
-      self._step.assign(step)
-      self._epoch.assign(epoch)
-      self._batch_in_epoch.assign(consumed)
+      log_due = step % self._log_every_steps == 0 or step == num_steps
+      save_due = step < num_steps and step % self._checkpoint_every_steps == 0
+      eval_due = bool(step < num_steps and self._eval_every_steps and
+                      step % self._eval_every_steps == 0)
+      if log_due or save_due or eval_due or stop:
+        losses, examples = self._read_steps(step - len(unread) + 1, unread)
+        unread, loss = [], losses[-1]
+        num_examples += examples
+        interval_losses.extend(losses)
+        # Where a checkpoint resumes from; only checkpoints read them.
+        self._step.assign(step)
+        self._epoch.assign(epoch)
+        self._batch_in_epoch.assign(consumed)
       logs = None
-      if step % self._log_every_steps == 0 or step == num_steps:
+      if log_due:
         logs = [("loss", float(np.mean(interval_losses))),
                 # The rate of the step just taken: the optimiser has counted it already.
                 ("learning_rate", optimization.current_learning_rate(self._optimizer,
@@ -599,9 +610,9 @@ class Trainer:
         interval_losses = []
       progbar.update(step, logs)
       # The end is saved and evaluated once, below.
-      if step < num_steps and step % self._checkpoint_every_steps == 0:
+      if save_due:
         self._save(step)
-      if step < num_steps and self._eval_every_steps and step % self._eval_every_steps == 0:
+      if eval_due:
         self._evaluate(step)
       if stop and step < num_steps:
         self._stop(step, stop[0], progbar)
@@ -617,6 +628,32 @@ class Trainer:
         checkpoint_path=os.path.join(
             self._model_dir, os.path.basename(self._manager.latest_checkpoint)),
         eval_metrics=eval_metrics, train_seconds=self._seconds_before + wall_time)
+
+  def _read_steps(self, first_step: int, outputs: list) -> Tuple[list, int]:
+    """Reads the outputs of steps `first_step`, `first_step + 1`, ... from the device (the
+    host waits for them here) and checks them in order.
+
+    Returns:
+      The steps' losses, and the examples they trained on.
+
+    Raises:
+      TrainingDivergedError: At the first step that diverged.
+    """
+    losses = tf.stack([output["loss"] for output in outputs]).numpy().tolist()
+    gradients_ok = tf.stack([output["gradients_ok"] for output in outputs]).numpy()
+    examples = tf.stack([output["num_examples"] for output in outputs]).numpy()
+    for step, loss, step_gradients_ok in zip(range(first_step, first_step + len(outputs)),
+                                             losses, gradients_ok):
+      if self._first_loss is None and math.isfinite(loss):
+        self._first_loss = (step, loss)
+      problem = _loss_problem(loss, bool(step_gradients_ok), self._first_loss)
+      if problem:
+        # This loss is that of the weights the previous step left: if they were saved, that
+        # checkpoint is not good either. (Nothing was saved since: every save reads first.)
+        latest = self._manager.latest_checkpoint
+        self._diverged(step, problem, bad_checkpoint=latest if latest and _checkpoint_step(
+            latest) == step - 1 else None)
+    return losses, int(examples.sum())
 
   def _save(self, step: int):
     """Saves the weights of `step` if they are finite and have not exploded."""

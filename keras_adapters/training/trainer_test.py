@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -268,6 +269,39 @@ class TrainerTest(tf.test.TestCase):
     for name in reader.get_variable_to_shape_map():
       if "model" in name and reader.get_variable_to_dtype_map()[name].is_floating:
         self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
+
+  def test_the_host_reads_the_steps_once_per_log_interval(self):
+    """No checkpoint or evaluation due: the 8 steps' outputs are read from the device twice,
+    4 at a time, and train exactly as when read every 2 or 3 steps."""
+    reads = []
+    read_steps = trainer.Trainer._read_steps
+
+    def recording_read_steps(self, first_step, outputs):
+      reads.append((first_step, len(outputs)))
+      return read_steps(self, first_step, outputs)
+
+    seldom = _make_trainer(self.create_tempdir().full_path, log_every_steps=4,
+                           checkpoint_every_steps=100)
+    with mock.patch.object(trainer.Trainer, "_read_steps", recording_read_steps):
+      result = seldom.train()
+    self.assertEqual(reads, [(1, 4), (5, 4)])
+    self.assertEqual(result.loss, self._reference_result.loss)
+    self.assertAllClose(result.examples_per_sec, result.steps_per_sec * _BATCH_SIZE)
+    self.assertSameWeights(seldom.model, self._reference.model, atol=0)
+
+  def test_divergence_read_later_is_reported_at_its_step(self):
+    """A NaN loss at step 3, read at step 4 with the others of the interval: the error names
+    step 3, and nothing was saved."""
+    model_dir = self.create_tempdir().full_path
+    labels = _LABELS.copy()
+    labels[2 * _BATCH_SIZE] = np.nan
+    dataset = tf.data.Dataset.from_tensor_slices((_FEATURES, labels)).batch(_BATCH_SIZE)
+    with self.assertRaisesRegex(trainer.TrainingDivergedError,
+                                r"diverged at step 3: loss nan\. Nothing was saved after it; "
+                                r"the last good checkpoint is none\."):
+      _make_trainer(model_dir, train_data=dataset, log_every_steps=4,
+                    checkpoint_every_steps=100).train()
+    self.assertIsNone(tf.train.latest_checkpoint(model_dir))
 
   def test_unreadable_latest_checkpoint_falls_back_to_the_one_before(self):
     """A latest checkpoint cut short is skipped with a warning and deleted; training resumes
