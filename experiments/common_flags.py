@@ -290,8 +290,8 @@ def _check_method_flags(methods, by):
   picked = " and ".join(f"--{name}" for name in ("method", "tuning") if values[name].present)
   if methods and picked:
     chosen = f"{by}={','.join(methods)}" if by else "this command"
-    raise errors.UsageError(f"{picked} pick the method of one run, and {chosen} trains each "
-                            f"of {', '.join(methods)}: drop {picked}.")
+    raise errors.UsageError(f"{chosen} sets the method of each run ({', '.join(methods)}): "
+                            f"drop {picked}, which sets that of a single run.")
   if values["tuning"].present:
     print(f"Deprecated: --tuning={values.tuning} is the old spelling of --method="
           f"{values.tuning}; it runs the same, and a later version will refuse it.",

@@ -1,19 +1,41 @@
 """The config tree on the command line: every AdapterConfig field has its flag, and
-`--config_file` and `--params_override` set the same settings, as in the Model Garden."""
+`--config_file` and `--params_override` set the same settings, as in the Model Garden; one
+vocabulary of methods (`--method`, `--methods`), a setting of a method not trained refused,
+and nothing written by a refused run."""
 
+import contextlib
+import io
 import json
 import os
 
+from absl import flags
+from absl.testing import flagsaver
 import tensorflow as tf
 
+from experiments import common_flags
 from experiments import run_classification
 from experiments import testing as cli_testing
+from keras_adapters.analysis import method_comparison
 from keras_adapters.core import config_definitions
 from keras_adapters.hub import testing
 from keras_adapters.models import adapter_config
 from keras_adapters.utils import settings
 
 _SEQ_LENGTH = 12
+
+
+def _model_flags():
+  return [f"--hub_handle={testing.tiny_hub_handle()}",
+          f"--preprocess_handle={testing.tiny_preprocess_handle(_SEQ_LENGTH)}",
+          f"--max_seq_length={_SEQ_LENGTH}"]
+
+
+def _config_and_stderr(*argv):
+  """The run config of run_classification's flags `argv` and what it printed on stderr."""
+  printed = io.StringIO()
+  with flagsaver.flagsaver(), contextlib.redirect_stderr(printed):
+    flags.FLAGS(["run_classification", *_model_flags(), *argv])
+    return common_flags.run_config_from_flags(), printed.getvalue()
 
 
 class ConfigFlagsCliTest(tf.test.TestCase):
@@ -73,6 +95,71 @@ class ConfigFlagsCliTest(tf.test.TestCase):
               "--preprocess_handle=/nowhere"] + extra
       with self.assertRaisesRegex(ValueError, message):
         cli_testing.run_main(run_classification.main, argv)
+
+
+class MethodVocabularyCliTest(tf.test.TestCase):
+
+  def test_methods_takes_the_names_method_takes_with_their_rates(self):
+    self.assertEqual(flags.FLAGS["method"].parser.enum_values, list(config_definitions.METHODS))
+    self.assertCountEqual(method_comparison.METHODS, config_definitions.METHODS)
+    self.assertIn(", ".join(config_definitions.METHODS), flags.FLAGS["methods"].help)
+
+  def test_method_top_k_and_the_old_spelling_make_one_run_with_a_notice(self):
+    new, quiet = _config_and_stderr("--method=top_k", "--top_k=1")
+    old, notice = _config_and_stderr("--method=adapters", "--tuning=top_k", "--top_k=1")
+    self.assertEqual((new.model.method_name, quiet), ("top_k", ""))
+    self.assertEqual(old, new)
+    self.assertEqual(notice.splitlines(), [
+        "Deprecated: --tuning=top_k is the old spelling of --method=top_k; it runs the same, "
+        "and a later version will refuse it."])
+
+  def test_a_setting_of_a_method_not_trained_is_refused_before_any_work(self):
+    root = self.create_tempdir().full_path
+    config_file = os.path.join(root, "lora.yaml")
+    with open(config_file, "w", encoding="utf-8") as f:
+      f.write("model:\n  lora:\n    r: 4\n")
+    model_dir = os.path.join(root, "run")
+    for extra, line in (
+        (["--method=adapters", "--lora_r=16"],
+         "--lora_r=16 is a setting of --method='lora', not of --method='adapters' that this run "
+         "trains: drop it, or give --method='lora'."),
+        (["--method=lora", "--adapter_size=32"],
+         "--adapter_size=32 is a setting of --method='adapters', not of --method='lora' that "
+         "this run trains: drop it, or give --method='adapters'."),
+        (["--method=full", "--top_k=2"],
+         "--top_k=2 is a setting of --method='top_k', not of --method='full' that this run "
+         "trains: drop it, or give --method='top_k'."),
+        (["--method=ia3", f"--config_file={config_file}"],
+         "--lora_r=4 is a setting of --method='lora', not of --method='ia3' that this run "
+         "trains: drop it, or give --method='lora'."),
+        (["--methods=adapters,full", "--ia3_leave_out=1"],
+         "--ia3_leave_out=1 is a setting of ia3, which --methods=adapters,full does not "
+         "train: drop it, or add ia3 to the methods."),
+        (["--methods=lora,top_k", "--method=ia3"],
+         "--methods=lora,top_k sets the method of each run (lora, top_k): drop --method, which "
+         "sets that of a single run.")):
+      argv = ["run_classification", *_model_flags(), f"--model_dir={model_dir}",
+              f"--data_path={os.path.join(root, 'none.csv')}", *extra]
+      self.assertEqual(cli_testing.cli_error(run_classification.main, argv), (2, [line]))
+    self.assertFalse(os.path.exists(model_dir))
+
+  def test_a_refused_setting_leaves_nothing_and_the_corrected_command_runs(self):
+    """`--lora_leave_out` naming a layer the base lacks is refused by its name, before the
+    split, the run record or the export folder is written into --model_dir; the corrected
+    command into the same folder then trains."""
+    root = self.create_tempdir().full_path
+    model_dir = os.path.join(root, "run")
+    argv = ["run_classification", *_model_flags(), f"--model_dir={model_dir}",
+            f"--data_path={cli_testing.write_two_class_csv(os.path.join(root, 'two.csv'))}",
+            "--max_train_examples=0", "--epochs=1", "--batch_size=8", "--method=lora"]
+    self.assertEqual(
+        cli_testing.cli_error(run_classification.main, argv + ["--lora_leave_out=2"]),
+        (2, ["--lora_leave_out=2 names layers [2] that the encoder does not have: it has layers "
+             "0..1."]))
+    self.assertFalse(os.path.exists(model_dir))
+    cli_testing.run_main(run_classification.main, argv + ["--lora_leave_out=1"])
+    with open(os.path.join(model_dir, "run.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["config"]["lora_leave_out"], [1])
 
 
 if __name__ == "__main__":
