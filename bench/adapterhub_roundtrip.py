@@ -42,7 +42,7 @@ import numpy as np
 import harness
 from keras_adapters.hub import hub_encoder
 from keras_adapters.interop import adapterhub
-from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import testing as interop_testing
 from keras_adapters.layers import adapter_set
 from keras_adapters.layers import testing
 
@@ -123,7 +123,7 @@ def export_models(hub_handle, workdir, inputs):
   exported = {}
   cases = dict(testing.PLACEMENT_VARIANTS, houlsby_layer_norms_file={})
   for index, (name, options) in enumerate(cases.items()):
-    model = adapterhub_test.random_task_model(hub_handle, options, seed=index,
+    model = interop_testing.random_task_model(hub_handle, options, seed=index,
                                               **_HEADS[index % 2])
     layer_norms = "error"
     if name.endswith("layer_norms_file"):
@@ -144,7 +144,7 @@ def export_method_models(hub_handle, workdir, inputs, configs, save, heads=_HEAD
   logits and our logits with the method off (the plain base under the same head)."""
   exported = {}
   for index, (name, config) in enumerate(configs.items()):
-    model = adapterhub_test.random_method_model(hub_handle, config, seed=index,
+    model = interop_testing.random_method_model(hub_handle, config, seed=index,
                                                 std=WEIGHT_STD, **heads[index % len(heads)])
     folder = save(model, os.path.join(workdir, name))
     with _the_bert(model).disable_adapter():
@@ -209,7 +209,7 @@ def main(argv):
   del argv
   if peer_missing():
     return
-  inputs, _ = adapterhub_test.reference_inputs("houlsby")
+  inputs, _ = interop_testing.reference_inputs("houlsby")
   handle = keras_adapters.default_hub_handle()
   with tempfile.TemporaryDirectory() as workdir:
     exported = export_models(handle, workdir, inputs)

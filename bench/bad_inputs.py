@@ -66,6 +66,8 @@ from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.interop import adapterhub
+from keras_adapters.interop import peft
+from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.training import distribution
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
@@ -245,6 +247,12 @@ class Workspace:
     return classifier.build_classifier(
         adapted_bert.AdaptedBert(self.hub_handle, adapter_size=4), num_classes)
 
+  def lora_model(self):
+    """A LoRA task on BERT's pooler: what peft's sequence classifiers are."""
+    return classifier.build_classifier(
+        adapted_bert.AdaptedBert(self.hub_handle, adapter_config=LoRAConfig(r=2)), 3,
+        pooling="cls")
+
   def cli(self, script: str, *args: str) -> subprocess.CompletedProcess:
     """Runs an experiments/ script as a user's shell does."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
@@ -355,6 +363,51 @@ def _users_folder_for_adapters(ws):
   finally:
     if os.listdir(folder) != ["notes.txt"]:
       raise AssertionError(f"the user's folder now holds {os.listdir(folder)}")
+
+
+def _files_of(folder):
+  """Each file's bytes, by name."""
+  result = {}
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name), "rb") as f:
+      result[name] = f.read()
+  return result
+
+
+def _users_files(ws, name):
+  """A folder holding a user's notes and results."""
+  folder = ws.new_dir(name)
+  for file_name in ("notes.txt", "results.csv"):
+    with open(os.path.join(folder, file_name), "w", encoding="utf-8") as f:
+      f.write("mine")
+  return folder
+
+
+def _peft_folder(ws):
+  """A peft adapter, as peft's `save_pretrained` wrote it (the config is what is checked)."""
+  folder = ws.new_dir("peft_adapter")
+  with open(os.path.join(folder, peft.CONFIG_FILE), "w", encoding="utf-8") as f:
+    json.dump({"peft_type": "LORA", "task_type": "SEQ_CLS", "r": 8}, f)
+  return folder
+
+
+def _kept(write, folder):
+  """Runs `write(folder)`; raises if the folder's files changed, whatever it raised."""
+  before = _files_of(folder)
+  try:
+    return write(folder)
+  finally:
+    if _files_of(folder) != before:
+      raise AssertionError(f"the folder's files changed: now {sorted(_files_of(folder))}")
+
+
+def _users_folder_for_peft(ws, overwrite=False):
+  folder = _users_files(ws, "users_folder_peft")
+  if not overwrite:
+    return _kept(lambda path: peft.save_peft(ws.lora_model(), path,
+                                             base_model_name_or_path="tiny"), folder)
+  peft.save_peft(ws.lora_model(), folder, base_model_name_or_path="tiny", overwrite=True)
+  return _files_of(folder)
 
 
 def _users_folder_as_export(ws):
@@ -709,7 +762,34 @@ def cases() -> Sequence[Case]:
       Case(files, "save_adapters into a folder holding a user's file",
            _users_folder_for_adapters,
            expect_error(adapter_artifact.AdapterArtifactError,
-                        "not an adapter artifact.*overwrite=True")),
+                        "holds other files, not an adapter artifact.*overwrite=True")),
+      Case(files, "save_peft into a folder holding the user's notes.txt and results.csv",
+           _users_folder_for_peft,
+           expect_error(peft.PeftError, r"holds other files, not a peft adapter; writing "
+                        r"there would replace its files.*overwrite=True")),
+      Case(files, "save_peft(overwrite=True) into that folder: only peft's files written",
+           lambda ws: _users_folder_for_peft(ws, overwrite=True),
+           expect_result(lambda files: None if {"notes.txt", "results.csv", peft.CONFIG_FILE,
+                                                peft.WEIGHTS_FILE} == set(files)
+                         and files["notes.txt"] == b"mine" else f"the folder holds {sorted(files)}",
+                         "the user's files stay beside the adapter")),
+      Case(files, "save_adapterhub into a peft adapter's folder",
+           lambda ws: _kept(lambda path: adapterhub.save_adapterhub(
+               ws.lora_model(), path, model_name="tiny"), _peft_folder(ws)),
+           expect_error(adapterhub.AdapterHubError, r"holds a peft adapter, not an AdapterHub "
+                        r"adapter.*overwrite=True")),
+      Case(files, "save_adapters into a peft adapter's folder (the --from_peft=F --to_artifact=F "
+           "writer)",
+           lambda ws: _kept(lambda path: saving.save_adapters(ws.lora_model(), path),
+                            _peft_folder(ws)),
+           expect_error(adapter_artifact.AdapterArtifactError, r"holds a peft adapter, not an "
+                        r"adapter artifact of this library.*overwrite=True")),
+      Case(files, "CLI --from_peft=F --to_artifact=F --overwrite: a conversion into its source",
+           lambda ws: ws.cli("convert_adapterhub.py", f"--from_peft={ws.path('peft_source')}",
+                             f"--to_artifact={ws.path('peft_source')}", "--overwrite"),
+           expect_cli_error(2, r"convert_adapterhub\.py: error: --to_artifact=.*peft_source is "
+                            r"the folder being converted: writing there would destroy the "
+                            r"source\. Pick another folder\.$"), cli=True),
       Case(files, "run_task whose export_dir holds a user's saved_model/ folder",
            _users_folder_as_export,
            expect_error(ValueError, "holds a folder saved_model/ that is not an export")),

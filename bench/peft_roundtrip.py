@@ -34,7 +34,7 @@ from absl import flags
 import adapterhub_roundtrip
 import harness
 from keras_adapters.hub import hub_encoder
-from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import testing as interop_testing
 from keras_adapters.interop import peft
 
 FLAGS = flags.FLAGS
@@ -85,7 +85,7 @@ def main(argv):
   del argv
   if adapterhub_roundtrip.peer_missing():
     return
-  inputs, _ = adapterhub_test.reference_inputs("houlsby")
+  inputs, _ = interop_testing.reference_inputs("houlsby")
   handle = keras_adapters.default_hub_handle()
   num_layers = hub_encoder.read_hub_encoder(handle).config["num_layers"]
   with tempfile.TemporaryDirectory() as workdir:

@@ -21,7 +21,7 @@ from keras_adapters.serving import multitask_export
 from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
-from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import testing as interop_testing
 from keras_adapters.interop import peft
 from keras_adapters.layers import testing
 from keras_adapters.models import saving
@@ -35,15 +35,6 @@ def _convert(**flag_values):
     convert_adapterhub.main(["convert_adapterhub"])
 
 
-def _reference(fixture_dir):
-  """A fixture's token ids and the logits the PyTorch library computed for them."""
-  with open(os.path.join(fixture_dir, "reference_logits.json"), encoding="utf-8") as file:
-    reference = json.load(file)
-  return ({key: tf.constant(reference[key], tf.int32)
-           for key in ("input_word_ids", "input_mask", "input_type_ids")},
-          np.array(reference["logits"], np.float32))
-
-
 class ConvertAdapterHubTest(tf.test.TestCase):
 
   def test_fixtures_convert_both_ways_exactly(self):
@@ -52,19 +43,19 @@ class ConvertAdapterHubTest(tf.test.TestCase):
     for fixture in ("houlsby", "pfeiffer"):
       root = self.create_tempdir().full_path
       artifact = os.path.join(root, "artifact")
-      _convert(from_adapterhub=os.path.join(adapterhub_test.FIXTURES, fixture),
+      _convert(from_adapterhub=os.path.join(interop_testing.FIXTURES, fixture),
                to_artifact=artifact)
       model = saving.load_task_model(artifact)
-      inputs, expected = adapterhub_test.reference_inputs(fixture)
+      inputs, expected = interop_testing.reference_inputs(fixture)
       self.assertLess(np.abs(model(inputs, training=False).numpy() - expected).max(),
-                      adapterhub_test.TOLERANCE, msg=fixture)
+                      interop_testing.TOLERANCE, msg=fixture)
       if fixture == "pfeiffer":
         back = os.path.join(root, "adapterhub")
         _convert(from_artifact=artifact, to_adapterhub=back)
         for filename in (adapterhub.WEIGHTS_FILE, adapterhub.HEAD_WEIGHTS_FILE):
           ours = safetensors_numpy.load_file(os.path.join(back, filename))
           theirs = safetensors_numpy.load_file(
-              os.path.join(adapterhub_test.FIXTURES, fixture, filename))
+              os.path.join(interop_testing.FIXTURES, fixture, filename))
           self.assertCountEqual(ours, theirs)
           for key, value in theirs.items():
             self.assertAllEqual(ours[key], value, msg=key)
@@ -73,10 +64,10 @@ class ConvertAdapterHubTest(tf.test.TestCase):
     """AdapterHub's LoRA and (IA)³ artifacts and peft's LoRA artifact become artifacts whose
     task models give the PyTorch library's logits (to 1e-5), and convert back to the same
     tensors."""
-    peft_fixture = os.path.join(os.path.dirname(adapterhub_test.FIXTURES), "peft", "lora")
-    cases = [("lora", os.path.join(adapterhub_test.FIXTURES, "lora"), "adapterhub",
+    peft_fixture = os.path.join(os.path.dirname(interop_testing.FIXTURES), "peft", "lora")
+    cases = [("lora", os.path.join(interop_testing.FIXTURES, "lora"), "adapterhub",
               adapterhub.WEIGHTS_FILE),
-             ("ia3", os.path.join(adapterhub_test.FIXTURES, "ia3"), "adapterhub",
+             ("ia3", os.path.join(interop_testing.FIXTURES, "ia3"), "adapterhub",
               adapterhub.WEIGHTS_FILE),
              ("peft", peft_fixture, "peft", peft.WEIGHTS_FILE)]
     for name, source, library, weights_file in cases:
@@ -84,7 +75,7 @@ class ConvertAdapterHubTest(tf.test.TestCase):
       artifact = os.path.join(root, "artifact")
       _convert(**{f"from_{library}": source, "to_artifact": artifact})
       model = saving.load_task_model(artifact)
-      inputs, expected = _reference(source)
+      inputs, expected = interop_testing.reference_inputs(source)
       self.assertLess(np.abs(model(inputs, training=False).numpy() - expected).max(), 1e-5,
                       msg=name)
       back = os.path.join(root, "back")
@@ -107,7 +98,7 @@ class ConvertAdapterHubTest(tf.test.TestCase):
     artifacts, models = {}, {}
     for seed, name in enumerate(testing.PLACEMENT_VARIANTS):
       options = testing.PLACEMENT_VARIANTS[name]
-      models[name] = adapterhub_test.random_task_model(handle, options, seed=seed)
+      models[name] = interop_testing.random_task_model(handle, options, seed=seed)
       artifacts[name] = os.path.join(root, name)
       if name == "own_layer_norms_post_add":
         source = adapterhub.save_adapterhub(models[name], os.path.join(root, "adapterhub"),
@@ -135,8 +126,9 @@ class ConvertAdapterHubTest(tf.test.TestCase):
         hub_testing.tiny_preprocess_handle())
     with self.assertRaisesRegex(adapterhub.AdapterHubError,
                                 "an adapter artifact of this library, not an AdapterHub "
-                                f"adapter: convert it with --from_artifact={artifact} "
-                                "--to_adapterhub=<folder>"):
+                                "adapter: load it with keras_adapters.load_task_model, or "
+                                "convert it with `python experiments/convert_adapterhub.py "
+                                f"--from_artifact={artifact} --to_adapterhub=<folder>`"):
       _convert(from_adapterhub=artifact, to_artifact=os.path.join(root, "out"))
 
   def test_a_conversion_never_replaces_other_files_or_its_source(self):

@@ -9,69 +9,21 @@ from absl.testing import parameterized
 import numpy as np
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
-import tf_keras as keras
 
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
-from keras_adapters.layers import adapter_set
 from keras_adapters.layers import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
 
-# Written by AdapterHub (`adapters` 1.3.0) itself on all-MiniLM-L6-v2; see testdata/README.md.
-FIXTURES = os.path.join(os.path.dirname(__file__), "testdata", "adapterhub")
-TOLERANCE = 1e-4
-
-
-def reference_inputs(fixture):
-  """The token ids of a fixture's `reference_logits.json`, and AdapterHub's logits for them."""
-  with open(os.path.join(FIXTURES, fixture, "reference_logits.json"), encoding="utf-8") as file:
-    reference = json.load(file)
-  inputs = {key: tf.constant(reference[key], tf.int32)
-            for key in ("input_word_ids", "input_mask", "input_type_ids")}
-  return inputs, np.array(reference["logits"], np.float32)
-
-
-def random_task_model(handle, options, *, pooling="first_token", hidden_layers=1, seed=0):
-  """A tiny task model whose adapters and head (not LayerNorms) are random, far from init."""
-  keras.utils.set_random_seed(seed)
-  bert = adapted_bert.AdaptedBert(
-      handle, adapter_config=adapter_config.AdapterConfig(
-          reduction_factor=4, activation="swish", leave_out=(1,), **options),
-      adapter_name="task")
-  model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
-                                      hidden_activation="tanh")
-  norms = {id(v) for k, v in bert.adapter_weights().items() if adapter_set.is_base_layer_norm(k)}
-  rng = np.random.default_rng(seed)
-  for variable in model.trainable_variables:
-    if id(variable) not in norms:
-      variable.assign(rng.normal(scale=0.3, size=variable.shape))
-  return model
-
-
-def random_method_model(handle, config, *, pooling="first_token", hidden_layers=1, seed=0,
-                        std=0.3):
-  """A task model of a `LoRAConfig` or `IA3Config` whose LoRA factors (B not zero), (IA)^3
-  scales (1 + noise, not one) and head are random; the base's LayerNorms stay the base's."""
-  keras.utils.set_random_seed(seed)
-  bert = adapted_bert.AdaptedBert(handle, adapter_config=config, adapter_name="task")
-  model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
-                                      hidden_activation="tanh")
-  norms = {id(v) for k, v in bert.adapter_weights().items() if adapter_set.is_base_layer_norm(k)}
-  rng = np.random.default_rng(seed)
-  for variable in model.trainable_variables:
-    if id(variable) not in norms:
-      noise = rng.normal(scale=std, size=variable.shape)
-      variable.assign(1 + noise if "/ia3/scale" in variable.name else noise)
-  return model
-
-
-def tiny_inputs():
-  ids = tf.constant([[2, 5, 7, 9, 3, 0], [2, 11, 3, 0, 0, 0]])
-  return dict(input_word_ids=ids, input_mask=tf.cast(ids > 0, tf.int32),
-              input_type_ids=tf.zeros_like(ids))
+# Shared with the other interop tests, the conversion CLI's and the round-trip benchmarks.
+from keras_adapters.interop.testing import FIXTURES  # pylint: disable=g-importing-member
+from keras_adapters.interop.testing import random_task_model  # pylint: disable=g-importing-member
+from keras_adapters.interop.testing import reference_inputs  # pylint: disable=g-importing-member
+from keras_adapters.interop.testing import TOLERANCE  # pylint: disable=g-importing-member
+from keras_adapters.interop.testing import tiny_inputs  # pylint: disable=g-importing-member
 
 
 class FixtureTest(tf.test.TestCase, parameterized.TestCase):
@@ -130,34 +82,37 @@ class FixtureTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class LoRAFamilyFixtureTest(tf.test.TestCase, parameterized.TestCase):
-  """AdapterHub's own LoRAConfig and IA3Config artifacts on the embedded default base, each
-  loaded once."""
+  """AdapterHub's own LoRAConfig (plain and with use_dora) and IA3Config artifacts on the
+  embedded default base, each loaded once."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.models = {fixture: adapterhub.load_adapterhub(os.path.join(FIXTURES, fixture))
-                  for fixture in ("lora", "ia3")}
+                  for fixture in ("lora", "ia3", "dora")}
 
   @parameterized.named_parameters(
       ("lora", "lora", "LoRAConfig", dict(r=8, alpha=8, use_rslora=False,
                                           target_modules=("query", "value"), leave_out=())),
       ("ia3", "ia3", "IA3Config", dict(target_modules=("key", "value", "intermediate"),
-                                       feedforward_modules=(), leave_out=())))
+                                       feedforward_modules=(), leave_out=())),
+      ("dora", "dora", "LoRAConfig", dict(r=4, alpha=8, use_dora=True,
+                                          dora_variant="adapterhub",
+                                          target_modules=("query", "key", "value"))))
   def test_reproduces_adapterhubs_logits(self, fixture, config_type, fields):
     model = self.models[fixture]
     inputs, expected = reference_inputs(fixture)
     difference = np.abs(model(inputs, training=False).numpy() - expected).max()
     self.assertLess(difference, 1e-5)
     bert = saving.the_adapted_bert(model)
-    config = bert.adapter_configs[f"ah_{fixture}"]
+    config = bert.adapter_config
     self.assertEqual(type(config).__name__, config_type)
     self.assertEqual({field: getattr(config, field) for field in fields}, fields)
     self.assertEqual(model.head_config.label_names, ("LABEL_0", "LABEL_1", "LABEL_2"))
 
-  @parameterized.named_parameters(("lora", "lora"), ("ia3", "ia3"))
+  @parameterized.named_parameters(("lora", "lora"), ("ia3", "ia3"), ("dora", "dora"))
   def test_re_export_writes_adapterhubs_files(self, fixture):
-    """The imported LoRA or (IA)^3 model saves as the tensors AdapterHub wrote (names,
+    """The imported LoRA, (IA)^3 or DoRA model saves as the tensors AdapterHub wrote (names,
     layouts, values, bit for bit) and the config values it recorded."""
     directory = adapterhub.save_adapterhub(
         self.models[fixture], os.path.join(self.create_tempdir().full_path, "out"))
