@@ -30,26 +30,19 @@ def reference_inputs(fixture):
 
 
 def random_task_model(handle, options, *, pooling="first_token", hidden_layers=1, seed=0):
-  """A tiny task model whose adapters and head (not LayerNorms) are random, far from init."""
-  keras.utils.set_random_seed(seed)
-  bert = adapted_bert.AdaptedBert(
-      handle, adapter_config=adapter_config.AdapterConfig(
-          reduction_factor=4, activation="swish", leave_out=(1,), **options),
-      adapter_name="task")
-  model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
-                                      hidden_activation="tanh")
-  norms = {id(v) for k, v in bert.adapter_weights().items() if adapter_set.is_base_layer_norm(k)}
-  rng = np.random.default_rng(seed)
-  for variable in model.trainable_variables:
-    if id(variable) not in norms:
-      variable.assign(rng.normal(scale=0.3, size=variable.shape))
-  return model
+  """A tiny task model whose bottleneck adapters (AdapterHub placement `options`) and head
+  (not LayerNorms) are random, far from init."""
+  return random_method_model(
+      handle, adapter_config.AdapterConfig(reduction_factor=4, activation="swish",
+                                           leave_out=(1,), **options),
+      pooling=pooling, hidden_layers=hidden_layers, seed=seed)
 
 
 def random_method_model(handle, config, *, pooling="first_token", hidden_layers=1, seed=0,
                         std=0.3):
-  """A task model of a `LoRAConfig` or `IA3Config` whose LoRA factors (B not zero), (IA)^3
-  scales (1 + noise, not one) and head are random; the base's LayerNorms stay the base's."""
+  """A task model of a method's config whose trained weights (LoRA factors with B not zero,
+  (IA)^3 scales 1 + noise, adapters) and head are random; the base's LayerNorms stay the
+  base's."""
   keras.utils.set_random_seed(seed)
   bert = adapted_bert.AdaptedBert(handle, adapter_config=config, adapter_name="task")
   model = classifier.build_classifier(bert, 3, pooling=pooling, hidden_layers=hidden_layers,
