@@ -119,13 +119,11 @@ def _sweep_grid(method):
 def _sweep_grids(methods):
   """The grid of each of `methods` with --sweep (else `None`); --sweep_adapter_sizes given
   where no method has adapters is refused."""
-  grids = {method: _sweep_grid(method) if FLAGS.sweep else None for method in methods}
-  if FLAGS["sweep_adapter_sizes"].present and not any(
-      grid and "adapter_size" in grid for grid in grids.values()):
-    raise app.UsageError(f"--sweep_adapter_sizes sizes adapters, which {', '.join(methods)} "
-                         "train none of: drop it" + ("." if FLAGS.sweep else
-                                                      ", or add --sweep."))
-  return grids
+  if FLAGS["sweep_adapter_sizes"].present and not set(methods) & set(
+      config_definitions.setting_methods("adapter_size")):
+    raise app.UsageError(f"--sweep_adapter_sizes sizes adapters, which none of "
+                         f"{', '.join(methods)} has: drop it.")
+  return {method: _sweep_grid(method) if FLAGS.sweep else None for method in methods}
 
 
 def _read(task, split):

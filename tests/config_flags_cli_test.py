@@ -3,10 +3,14 @@
 vocabulary of methods (`--method`, `--methods`), a setting of a method not trained refused,
 and nothing written by a refused run."""
 
+import concurrent.futures
 import contextlib
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 from absl import flags
 from absl.testing import flagsaver
@@ -17,6 +21,8 @@ from experiments import run_classification
 from experiments import testing as cli_testing
 from keras_adapters.analysis import method_comparison
 from keras_adapters.core import config_definitions
+from keras_adapters.data import glue_testing
+from keras_adapters.data import squad_testing
 from keras_adapters.hub import testing
 from keras_adapters.models import adapter_config
 from keras_adapters.utils import settings
@@ -160,6 +166,59 @@ class MethodVocabularyCliTest(tf.test.TestCase):
     cli_testing.run_main(run_classification.main, argv + ["--lora_leave_out=1"])
     with open(os.path.join(model_dir, "run.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["config"]["lora_leave_out"], [1])
+
+
+class EveryTrainingScriptCliTest(tf.test.TestCase):
+  """`--methods=lora,top_k` in run_glue.py and `--method=top_k` in run_squad.py, each in a
+  subprocess (their flags would clash with run_classification's here), run side by side."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "every_training_script")
+    shutil.rmtree(root, ignore_errors=True)
+    glue_testing.write_tiny_glue(os.path.join(root, "glue"), "rte", num_examples=8)
+    squad_file = squad_testing.write_tiny_squad(os.path.join(root, "squad.json"))
+    encoder = testing.tiny_hub_handle()
+    glue = ["run_glue.py", f"--data_dir={os.path.join(root, 'glue')}", "--task=rte",
+            "--methods=lora,top_k", f"--model_dir={os.path.join(root, 'glue_runs')}",
+            f"--hub_handle={encoder}", "--max_seq_length=16",
+            f"--preprocess_handle={testing.tiny_preprocess_handle(16)}", "--epochs=1",
+            "--batch_size=8"]
+    squad = ["run_squad.py", f"--train_file={squad_file}", f"--predict_file={squad_file}",
+             "--method=top_k", "--top_k=1", f"--model_dir={os.path.join(root, 'squad_run')}",
+             f"--hub_handle={encoder}", f"--preprocess_handle={testing.tiny_preprocess_handle()}",
+             f"--feature_cache_dir={os.path.join(root, 'features')}", "--max_seq_length=32",
+             "--doc_stride=8", "--max_query_length=4", "--max_answer_length=5",
+             "--batch_size=4", "--epochs=1"]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+      cls.glue, cls.squad = pool.map(cls._run, (glue, squad))
+
+  @staticmethod
+  def _run(argv):
+    return subprocess.run([sys.executable, os.path.join("experiments", argv[0]), *argv[1:]],
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          capture_output=True, text=True, check=False,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+
+  def _results(self, *path):
+    with open(os.path.join(self.root, *path), encoding="utf-8") as f:
+      return json.load(f)
+
+  def test_run_glue_runs_each_of_methods_in_its_folder(self):
+    self.assertEqual(self.glue.returncode, 0, self.glue.stderr[-3000:])
+    lora = self._results("glue_runs", "lora", "glue_results.json")["rte"]["config"]
+    top_k = self._results("glue_runs", "top_k", "glue_results.json")["rte"]["config"]
+    self.assertEqual((lora["method"], lora["learning_rate"]),
+                     ("lora", method_comparison.METHODS["lora"]["learning_rate"]))
+    self.assertEqual((top_k["method"], top_k["tuning"], top_k["top_k"]),
+                     ("adapters", "top_k", 1))
+
+  def test_run_squad_takes_a_baseline_by_method(self):
+    self.assertEqual(self.squad.returncode, 0, self.squad.stderr[-3000:])
+    config = self._results("squad_run", "results.json")["config"]
+    self.assertEqual((config["tuning"], config["top_k"], config["adapter_size"]),
+                     ("top_k", 1, None))
 
 
 if __name__ == "__main__":

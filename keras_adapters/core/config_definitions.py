@@ -18,7 +18,10 @@ flag name is unique across the tree, so the same name is the command-line flag
 `ExperimentConfig.from_settings` and `replace`. Each section checks its values when made: a bad
 one is a `UsageError` naming the setting. The adapter, lora and ia3 sections are the
 library's `AdapterConfig`, `LoRAConfig` and `IA3Config` themselves; `model.method` picks the
-one handed unchanged to `AdaptedBert` (`ModelConfig.set_config`).
+one handed unchanged to `AdaptedBert` (`ModelConfig.set_config`): a method's own section, or
+for the paper's baselines (`top_k`, `layer_norm`, `full`) the adapter section under that
+`tuning`. Each setting of a section belongs to its method (`setting_methods`), so one given
+for a method that does not train is refused (`check_methods_settings`).
 """
 
 import dataclasses
