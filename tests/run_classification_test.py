@@ -71,7 +71,8 @@ class RunClassificationTest(tf.test.TestCase):
         max_train_examples="0", epochs="1", batch_size="8", max_seq_length=str(_SEQ_LENGTH),
         adapter_size="4", learning_rate="0.01")
     values.update(extra)
-    return ["run_classification"] + [f"--{k}={v}" for k, v in values.items()]
+    # `None`: a flag left out (--adapter_size with a method without adapters is refused).
+    return ["run_classification"] + [f"--{k}={v}" for k, v in values.items() if v is not None]
 
   @staticmethod
   def _main(argv):
@@ -197,7 +198,8 @@ class RunClassificationTest(tf.test.TestCase):
     root = self._new_dir()
     model_dir = os.path.join(root, "lora")
     output = self._main(self._argv(model_dir, self.manifest, method="lora", lora_r="2",
-                                   lora_target_modules="query,value,output"))
+                                   lora_target_modules="query,value,output",
+                                   adapter_size=None))
     self.assertRegex(output, r"\ntest: accuracy \d+\.\d\d%")
     with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
       config = json.load(f)["config"]
@@ -212,7 +214,7 @@ class RunClassificationTest(tf.test.TestCase):
       self.assertEqual(json.load(f)["adapter_config"]["method"], "lora")
     results_dir = os.path.join(root, "tables")
     self._main(self._argv(os.path.join(root, "runs"), self.manifest, methods="ia3",
-                          seeds="0", results_dir=results_dir))
+                          seeds="0", results_dir=results_dir, adapter_size=None))
     with open(os.path.join(results_dir, "comparison.json"), encoding="utf-8") as f:
       row, = json.load(f)["rows"]
     self.assertEqual((row["method"], row["config"]["method"], row["config"]["learning_rate"]),
