@@ -10,6 +10,7 @@ import keras_adapters as ka
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.data import builtin_datasets
+from keras_adapters.layers import testing
 
 # Published usage example of all-MiniLM-L6-v2: "This is an example sentence", mean-pooled
 # over the attention mask and L2-normalised, starts with these values.
@@ -66,12 +67,15 @@ class DefaultModelTest(tf.test.TestCase):
     self.assertEqual(digest.hexdigest(), _PACKED_REAL_TEXTS_SHA256)
 
   def test_adapted_bert_with_identity_adapters_matches_the_hub_layer(self):
-    """With zero adapters every output equals the Hub layer's to 1e-5 at every real token.
+    """With zero adapters every output equals the Hub layer's to 1e-5 of its largest value
+    at every real token.
 
     The Hub layer is the Model Garden's own export (einsum attention); the rebuilt encoder
-    computes with 2-D matrix products. Padded positions are compared too, at 2e-4 (measured:
-    1.3e-4 at values up to 10): their values are never used (no real token attends to them)
-    and carry more of the float32 rounding of the differently ordered graph.
+    computes with 2-D matrix products, so float32 rounds differently, by amounts that grow
+    with the values (up to 10) and differ between CPUs: the bounds are relative to them.
+    Padded positions are compared too, at 3e-5 of it (measured: 1.3e-4 at values up to 10):
+    their values are never used (no real token attends to them) and carry more of the
+    rounding.
     """
     inputs = self.preprocess(tf.constant([_REFERENCE_SENTENCE, "Short.",
                                           "A second, somewhat longer sentence for the batch."]))
@@ -82,9 +86,9 @@ class DefaultModelTest(tf.test.TestCase):
     for expected_seq, actual_seq in zip(
         [expected["sequence_output"]] + expected["encoder_outputs"],
         [actual["sequence_output"]] + actual["encoder_outputs"]):
-      self.assertAllClose(tf.boolean_mask(expected_seq, real),
-                          tf.boolean_mask(actual_seq, real), atol=1e-5, rtol=0)
-      self.assertAllClose(expected_seq, actual_seq, atol=2e-4, rtol=0)
+      testing.assert_close_at_scale(self, tf.boolean_mask(actual_seq, real),
+                                    tf.boolean_mask(expected_seq, real), rtol=1e-5)
+      testing.assert_close_at_scale(self, actual_seq, expected_seq, rtol=3e-5)
 
   def test_parameter_counts_of_the_default_model(self):
     """22.7M base parameters; 12 adapters of 2md+d+m = 49,536 at m=64, d=384."""
