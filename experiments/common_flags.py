@@ -76,7 +76,7 @@ def settings_from_flags(config_cls: type, **overrides: Any) -> Any:
 def define_methods_flag(purpose: str, name: str = "methods") -> None:
   """Defines `--<name>`, a list of the names `--method` takes (`purpose`: what the script
   does with them), refusing at parse time a name that is not one of them."""
-  methods = config_definitions.METHODS
+  methods = sorted(config_definitions.METHODS)
   flags.DEFINE_list(name, None, f"{purpose} ({', '.join(methods)}).")
   flags.register_validator(
       name, lambda names: not set(names or ()) - set(methods),

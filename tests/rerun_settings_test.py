@@ -19,6 +19,7 @@ from keras_adapters.core import run_records
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import errors
 
 _NOT_TRAINED = mock.patch.object(trainer_lib.Trainer, "_train_loop",
                                  side_effect=AssertionError("trained again"))
@@ -88,6 +89,19 @@ class RerunTest(tf.test.TestCase):
       self._rerun(model_dir, splits=changed)
     with open(os.path.join(model_dir, run_records.RESULTS_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.results)))
+
+  def test_a_setting_the_base_cannot_take_is_refused_before_anything_is_written(self):
+    """LoRA leaving out a layer the two-layer base lacks is refused by its setting's name
+    before run.json or the export folder is written; the corrected run then trains there."""
+    root = self.create_tempdir().full_path
+    model_dir, export_dir = os.path.join(root, "run"), os.path.join(root, "run", "export")
+    config = self.config.replace(method="lora")
+    with self.assertRaisesRegex(errors.UsageError, r"^lora_leave_out=\[2\] names layers \[2\] "
+                                "that the encoder does not have: it has layers 0..1.$"):
+      self._rerun(model_dir, config=config.replace(lora_leave_out=[2]), export_dir=export_dir)
+    self.assertFalse(os.path.exists(model_dir))
+    results = self._rerun(model_dir, config=config.replace(lora_leave_out=[1]))
+    self.assertEqual(results["config"]["lora_leave_out"], [1])
 
   def test_an_interrupted_run_resumes_only_with_its_settings(self):
     model_dir = self._copy()

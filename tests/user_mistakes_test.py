@@ -181,14 +181,18 @@ class UserMistakesTest(tf.test.TestCase):
                                 "reduction_factor=2"), (2, [message.format(8, 2)]))
     self.assertEqual(self.error("--adapter_config={\"reduction_factor\": 2}",
                                 "--adapter_size=16"), (2, [message.format(16, 2)]))
-    # One of them alone is one size; a baseline has none.
+    # One of them alone is one size; a baseline has none, and refuses one given.
     with flagsaver.flagsaver():
       FLAGS(self.argv + [f"--config_file={in_file}"])
       self.assertEqual(common_flags.run_config_from_flags().model.adapter.bottleneck_size(
           384), 24)
-      FLAGS(self.argv + ["--reduction_factor=4", "--tuning=full"])
+    with flagsaver.flagsaver():
+      FLAGS(self.argv + ["--method=full"])
       adapter = common_flags.run_config_from_flags().model.adapter
       self.assertEqual((adapter.adapter_size, adapter.reduction_factor), (None, None))
+    self.assertEqual(self.error("--reduction_factor=4", "--method=full"), (2, [
+        "--reduction_factor=4.0 is a setting of --method='adapters', not of --method='full' "
+        "that this run trains: drop it, or give --method='adapters'."]))
 
   def test_an_adapterhub_folder_is_sent_to_the_converter(self):
     message = (f"'{_FIXTURE}' is an AdapterHub adapter (AdapterHub's adapter_config.json, "
