@@ -9,15 +9,21 @@ Everything runs in-process: `experiments.testing.cli_error` runs a script's `mai
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 from unittest import mock
 
 from absl import flags
 from absl.testing import flagsaver
+from absl.testing import parameterized
+import numpy as np
+from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
+import tf_keras as keras
 
 from experiments import cli
 from experiments import common_flags
@@ -29,7 +35,13 @@ from keras_adapters.core import config_definitions
 from keras_adapters.data import splits as splits_lib
 from keras_adapters.data import text_classification
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
+from keras_adapters.interop import peft
+from keras_adapters.interop import testing as interop_testing
+from keras_adapters.methods.ia3 import IA3Config
+from keras_adapters.methods.lora import LoRAConfig
+from keras_adapters.models import saving
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing
 from keras_adapters.training import distribution
@@ -294,6 +306,254 @@ class UserMistakesTest(tf.test.TestCase):
     tracker.write("1/1 [====] - 1s\n")
     tracker.end_line()
     self.assertEqual(finished.getvalue(), "1/1 [====] - 1s\n")
+
+
+class PeftAdapterHubAndMergeMistakesTest(tf.test.TestCase, parameterized.TestCase):
+  """peft and AdapterHub folders edited by hand or given to the wrong reader, half-precision
+  weights, merged models and NumPy numbers in configs (issue 49): each is read right or
+  refused in one line naming what disagrees with what, before anything is built or written."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.handle = hub_testing.tiny_hub_handle()
+    cls.root = tempfile.mkdtemp()
+    # One random LoRA task, in each of the three formats.
+    cls.model = _lora_task(cls.handle)
+    cls.peft = peft.save_peft(cls.model, os.path.join(cls.root, "peft"),
+                              base_model_name_or_path="tiny-bert")
+    cls.adapterhub = adapterhub.save_adapterhub(
+        cls.model, os.path.join(cls.root, "adapterhub"), model_name="tiny-bert")
+    cls.artifact = keras_adapters.save_adapters(cls.model, os.path.join(cls.root, "artifact"))
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.root)
+    super().tearDownClass()
+
+  def copy(self, folder, edit_config=None, edit_tensors=None, config_file=None,
+           tensors_file=None):
+    """A copy of `folder` with its JSON config and its tensors edited in place."""
+    directory = os.path.join(self.create_tempdir().full_path, os.path.basename(folder))
+    shutil.copytree(folder, directory)
+    if edit_config:
+      path = os.path.join(directory, config_file or peft.CONFIG_FILE)
+      with open(path, encoding="utf-8") as file:
+        values = json.load(file)
+      edit_config(values)
+      with open(path, "w", encoding="utf-8") as file:
+        json.dump(values, file)
+    if edit_tensors:
+      path = os.path.join(directory, tensors_file or peft.WEIGHTS_FILE)
+      tensors = safetensors_numpy.load_file(path)
+      edit_tensors(tensors)
+      safetensors_numpy.save_file(tensors, path, {"format": "pt"})
+    return directory
+
+  def refused(self, error, message, call, *args, **kwargs):
+    """Asserts `call` raises `error` with exactly `message`: one line, a usage error."""
+    with self.assertRaises(error) as raised:
+      call(*args, **kwargs)
+    self.assertEqual(str(raised.exception), message)
+    self.assertIsNone(raised.exception.__cause__)
+    self.assertEqual(cli.error_kind(raised.exception), (2, None))
+
+  @parameterized.parameters("pissa", "pissa_niter_16", "olora", "corda", "loftq")
+  def test_peft_inits_that_rewrite_the_base_are_refused(self, init):
+    folder = self.copy(self.peft, lambda config: config.update(init_lora_weights=init))
+    self.refused(
+        peft.PeftError,
+        f"The adapter's init_lora_weights={init!r} rewrites the base weights (PiSSA, OLoRA, "
+        "CorDA and LoftQ subtract their start from them), so it fits that rewritten base "
+        "only. Save it as a plain LoRA with peft's save_pretrained(..., "
+        "path_initial_model_for_weight_conversion=<the adapter saved before training>) and "
+        "load that (LoftQ has no such conversion).",
+        peft.load_peft, folder, base_handle=self.handle)
+
+  def test_a_config_and_tensors_that_disagree_are_named_both(self):
+    hidden = saving.the_adapted_bert(self.model).encoder.hidden_size
+    query_a = "base_model.model.bert.encoder.layer.0.attention.self.query.lora_A.weight"
+    folder = self.copy(self.peft, lambda config: config.update(r=2))
+    self.refused(
+        peft.PeftError,
+        f"'{folder}/adapter_model.safetensors' holds '{query_a}' of shape [4, {hidden}], rank "
+        "4, but its adapter_config.json says r=2: the config and the weights disagree (one "
+        "edited, or from two adapters). Save the adapter again with peft's save_pretrained.",
+        peft.load_peft, folder, base_handle=self.handle)
+
+    def two_biases(tensors):
+      tensors["base_model.model.classifier.bias"] = tensors[
+          "base_model.model.classifier.bias"][:2]
+    folder = self.copy(self.peft, edit_tensors=two_biases)
+    self.refused(
+        peft.PeftError,
+        f"'{folder}/adapter_model.safetensors' holds a classifier whose weight has shape "
+        f"[3, {hidden}] (a row per class) but whose bias has shape [2]: the two disagree, so "
+        "the file was edited or mixed from two adapters. Save the adapter again with peft's "
+        "save_pretrained.", peft.load_peft, folder, base_handle=self.handle)
+
+    def rank_two(meta):
+      meta["config"]["r"] = 2
+    folder = self.copy(self.adapterhub, rank_two)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{folder}/adapter.safetensors' holds "
+        "'bert.encoder.layer.0.attention.self.query.loras.task.lora_A' of shape "
+        f"[4, {hidden}], size 4, but its adapter_config.json says r=2: the config and the "
+        "weights disagree (one edited, or from two adapters). Re-save the adapter with "
+        "AdapterHub.", adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+    def two_head_biases(tensors):
+      tensors["heads.task.1.bias"] = tensors["heads.task.1.bias"][:2]
+    folder = self.copy(self.adapterhub, edit_tensors=two_head_biases,
+                       tensors_file=adapterhub.HEAD_WEIGHTS_FILE)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{folder}/model_head.safetensors' holds heads.task.1.weight of shape [3, {hidden}] "
+        "(a row per output) but heads.task.1.bias of shape [2]: the two disagree. Re-save "
+        "the adapter with AdapterHub (save_adapter with_head=True).",
+        adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+    def two_labels(meta):
+      meta["config"]["num_labels"] = 2
+    folder = self.copy(self.adapterhub, two_labels, config_file=adapterhub.HEAD_CONFIG_FILE)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{folder}/model_head.safetensors' holds a last head layer heads.task.1 with 3 "
+        "outputs, but its head_config.json says num_labels=2: the head's config and weights "
+        "disagree. Re-save the adapter with AdapterHub (save_adapter with_head=True).",
+        adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+  def test_a_bottleneck_that_disagrees_with_its_reduction_factor_is_named(self):
+    model = interop_testing.random_task_model(self.handle, {}, pooling="cls")
+    folder = adapterhub.save_adapterhub(
+        model, os.path.join(self.create_tempdir().full_path, "bottleneck"),
+        model_name="tiny-bert")
+    hidden = saving.the_adapted_bert(model).encoder.hidden_size
+
+    def factor_eight(meta):
+      meta["config"]["reduction_factor"] = 8
+    folder = self.copy(folder, factor_eight)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{folder}/adapter.safetensors' holds "
+        "'bert.encoder.layer.0.attention.output.adapters.task.adapter_up.weight' of shape "
+        f"[{hidden}, {hidden // 4}], size {hidden // 4}, but its adapter_config.json says "
+        f"reduction_factor=8, a bottleneck of {hidden} // 8 = {hidden // 8}: the config and "
+        "the weights disagree (one edited, or from two adapters). Re-save the adapter with "
+        "AdapterHub.", adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+  def test_a_missing_lora_tensor_is_named_with_its_file(self):
+    value_b = "base_model.model.bert.encoder.layer.1.attention.self.value.lora_B.weight"
+    folder = self.copy(self.peft, edit_tensors=lambda tensors: tensors.pop(value_b))
+    self.refused(
+        peft.PeftError,
+        f"'{folder}/adapter_model.safetensors' has no '{value_b}', which its other tensors "
+        "and config call for: the file is incomplete. Copy it again, or save the adapter "
+        "again with peft's save_pretrained.",
+        peft.load_peft, folder, base_handle=self.handle)
+
+  @parameterized.parameters(np.float16, tf.bfloat16.as_numpy_dtype)
+  def test_half_precision_peft_weights_load_as_float32(self, dtype):
+    """What peft saves from a model loaded in half precision: read, cast without loss."""
+    folder = self.copy(self.peft, edit_tensors=lambda tensors: tensors.update(
+        {name: value.astype(dtype) for name, value in tensors.items()}))
+    loaded = peft.load_peft(folder, base_handle=self.handle)
+    for key, variable in saving.task_variables(self.model).items():
+      if "/lora/" not in key and not key.startswith("head/"):
+        continue  # The base's LayerNorms, which peft does not save.
+      expected = variable.numpy().astype(dtype).astype(np.float32)
+      self.assertAllEqual(saving.task_variables(loaded)[key], expected, msg=key)
+      self.assertEqual(saving.task_variables(loaded)[key].dtype, tf.float32)
+    inputs = interop_testing.tiny_inputs()
+    self.assertAllClose(loaded(inputs, training=False), self.model(inputs, training=False),
+                        atol=0.05, rtol=0)
+
+  def test_adapterhub_lora_placement_is_named_by_adapterhubs_options(self):
+    def no_attention(meta):
+      meta["config"]["selfattn_lora"] = False
+    folder = self.copy(self.adapterhub, no_attention)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{folder}/adapter.safetensors' holds "
+        "'bert.encoder.layer.0.attention.self.query.loras.task.lora_A', but its "
+        "adapter_config.json does not ask for LoRA there: AdapterHub would ignore the tensor. "
+        "Set AdapterHub's selfattn_lora=True with 'q' in attn_matrices in that config if the "
+        "adapter was trained so, or re-save it with adapters 1.x.",
+        adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+    def nowhere(meta):
+      meta["config"].update(selfattn_lora=False, intermediate_lora=False)
+    folder = self.copy(self.adapterhub, nowhere)
+    self.refused(
+        adapterhub.AdapterHubError,
+        "The AdapterHub LoRA config puts LoRA on no module (selfattn_lora=False, "
+        "attn_matrices=['q', 'v'], intermediate_lora=False, output_lora=False): set "
+        "AdapterHub's options of the modules the adapter was trained on (selfattn_lora with "
+        "attn_matrices, intermediate_lora, output_lora).",
+        adapterhub.load_adapterhub, folder, base_handle=self.handle)
+
+  def test_a_merged_model_has_no_adapters_to_save_load_or_train(self):
+    model = _lora_task(self.handle)
+    keras_adapters.merge(model)
+    root = self.create_tempdir().full_path
+    merged = ("The model's LoRA or (IA)^3 layers were merged into its base "
+              "(keras_adapters.merge), so it has no adapter set left for {}: save the adapters "
+              "before merging, and load adapters into a model built anew (e.g. "
+              "load_task_model).")
+    for error, save in ((peft.PeftError, peft.save_peft),
+                        (adapterhub.AdapterHubError, adapterhub.save_adapterhub)):
+      folder = os.path.join(root, save.__name__)
+      self.refused(error, merged.format(save.__name__), save, model, folder)
+      self.assertFalse(os.path.exists(folder))
+    self.refused(adapter_artifact.AdapterArtifactError,
+                 merged.format(f"load_adapters({self.artifact!r})"),
+                 keras_adapters.load_adapters, model, self.artifact)
+
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    inputs = interop_testing.tiny_inputs()
+    with self.assertLogs("absl", "WARNING") as logs:
+      model.fit(inputs, tf.constant([0, 2]), epochs=2, verbose=0)
+    warnings = [line for line in logs.output if "merged into its base" in line]
+    self.assertLen(warnings, 1)
+    self.assertIn("they are part of the frozen base now and no longer train (the head still "
+                  "does)", warnings[0])
+
+  def test_numpy_numbers_are_taken_as_python_numbers(self):
+    config = LoRAConfig(r=np.int64(8), alpha=np.float32(16), dropout=np.float64(0.25),
+                        use_rslora=np.bool_(True), leave_out=[np.int64(1)])
+    self.assertEqual(config, LoRAConfig(r=8, alpha=16.0, dropout=0.25, use_rslora=True,
+                                        leave_out=(1,)))
+    self.assertIs(type(config.r), int)
+    self.assertEqual(json.loads(json.dumps(config.to_dict())), config.to_dict())
+    self.assertEqual(IA3Config(leave_out=(np.int32(0),)), IA3Config(leave_out=(0,)))
+    bottleneck = keras_adapters.AdapterConfig(adapter_size=np.int64(16),
+                                              init_stddev=np.float32(0.5),
+                                              scaling=np.float64(2.0), leave_out=(np.uint8(3),))
+    self.assertEqual(bottleneck, keras_adapters.AdapterConfig(adapter_size=16, init_stddev=0.5,
+                                                              scaling=2.0, leave_out=(3,)))
+    json.dumps(bottleneck.to_dict())
+
+  def test_a_peft_config_dict_points_to_lora_config(self):
+    with open(os.path.join(self.peft, peft.CONFIG_FILE), encoding="utf-8") as file:
+      peft_config = json.load(file)
+    with self.assertRaisesRegex(ValueError, "^The adapter config is peft's \\(peft_type='LORA'"
+                                "\\), which this library does not take as is: pass LoRAConfig"
+                                ".*\"method\": \"lora\", or load an adapter peft saved with "
+                                "keras_adapters.load_peft\\(folder\\).$"):
+      keras_adapters.AdaptedBert("never read", adapter_config=peft_config)
+    with self.assertRaisesRegex(ValueError, "has LoRAConfig's fields \\['alpha', 'r'\\] but "
+                                "no \"method\" key.*add \"method\": \"lora\", or pass "
+                                "LoRAConfig\\(...\\).$"):
+      keras_adapters.AdaptedBert("never read", adapter_config=dict(r=8, alpha=16))
+
+
+def _lora_task(handle):
+  """A random LoRA task on the tiny base, with a head peft and AdapterHub both hold."""
+  return interop_testing.random_method_model(
+      handle, LoRAConfig(r=4, alpha=8, target_modules=("query", "value", "intermediate")),
+      pooling="cls", hidden_layers=0)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from keras_adapters.interop import adapterhub_lora
 from keras_adapters.interop import safetensors_files
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
+from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.models import classifier
@@ -140,10 +141,19 @@ def load_adapterhub(directory, base_handle=None):
       tensors[names[key]] = tensors[alias]
   extra = sorted(set(tensors) - set(names.values()) - set(aliases.values()))
   missing = sorted(set(names.values()) - set(tensors))
+  unwrapped = [(t, adapterhub_lora.missing_option(t, meta["config"])) for t in extra]
+  unwrapped = [(tensor, option) for tensor, option in unwrapped if option]
+  if unwrapped:
+    tensor, option = unwrapped[0]
+    raise AdapterHubError(
+        f"'{directory}/{WEIGHTS_FILE}' holds {tensor!r}, but its {CONFIG_FILE} does not ask "
+        f"for LoRA there: AdapterHub would ignore the tensor. Set AdapterHub's {option} in "
+        "that config if the adapter was trained so, or re-save it with adapters 1.x.")
   if missing or extra:
     raise AdapterHubError(
         f"The tensors of {directory!r} do not fit its own config: missing {missing[:4]}, "
         f"unexpected {extra[:4]}. Re-save it with adapters 1.x (save_adapter with_head=True).")
+  _check_sizes(config, head, tensors, bert.encoder.hidden_size, directory)
   variables = saving.task_variables(model)
   for key, pytorch_name in names.items():
     variable, value = variables[key], _from_pytorch(key, tensors[pytorch_name], meta["config"])
@@ -183,7 +193,7 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   """
   if layer_norms not in ("error", "file"):
     raise AdapterHubError(f"layer_norms={layer_norms!r}: pass 'error' or 'file'.")
-  bert = saving.the_adapted_bert(model)
+  bert = saving.the_unmerged_bert(model, "save_adapterhub", AdapterHubError)
   name = saving._set_name(model, bert, None)
   config = bert.adapter_configs[name]
   no_modules = (config.bottleneck_size(bert.encoder.hidden_size) is None
@@ -506,6 +516,46 @@ def _check_base(meta, bert, tensors, directory):
     raise AdapterHubError(
         f"The adapter at {directory!r} has adapters in layer {max(layers)}; {bert.handle!r} "
         f"has {bert.encoder.num_layers} layers. Pass its own base as base_handle.")
+
+
+def _check_sizes(config, head, tensors, hidden_size, directory):
+  """Refuses tensors whose sizes disagree with the config beside them (a LoRA rank r, a
+  bottleneck, a number of labels) or with each other (a head layer's weight and bias), naming
+  both sides, before their shapes are compared with the model's."""
+  adapters, heads = f"'{directory}/{WEIGHTS_FILE}'", f"'{directory}/{HEAD_WEIGHTS_FILE}'"
+  config_file, head_file = f"its {CONFIG_FILE}", f"its {HEAD_CONFIG_FILE}"
+  bottleneck = config.bottleneck_size(hidden_size)
+  for name, value in sorted(tensors.items()):
+    if name.endswith((".lora_A", ".lora_B")) and isinstance(config, LoRAConfig):
+      found, expected, said = (value.shape[0] if name.endswith("A") else value.shape[-1],
+                               config.r, f"r={config.r}")
+    elif name.endswith(".adapter_up.weight") and bottleneck is not None:
+      found, expected = value.shape[-1], bottleneck
+      said = (f"reduction_factor={config.reduction_factor}, a bottleneck of {hidden_size} // "
+              f"{config.reduction_factor} = {bottleneck}" if config.reduction_factor
+              else f"a bottleneck of {bottleneck}")
+    else:
+      continue
+    if found != expected:
+      raise AdapterHubError(
+          f"{adapters} holds {name!r} of shape {list(value.shape)}, size {found}, but "
+          f"{config_file} says {said}: the config and the weights disagree (one edited, or "
+          "from two adapters). Re-save the adapter with AdapterHub.")
+  layers = sorted({n.rsplit(".", 1)[0] for n in tensors if n.startswith("heads.")},
+                  key=lambda layer: int(layer.rsplit(".", 1)[1]))
+  for layer in layers:
+    weight, bias = tensors[f"{layer}.weight"], tensors[f"{layer}.bias"]
+    if weight.ndim != 2 or bias.shape != weight.shape[:1]:
+      raise AdapterHubError(
+          f"{heads} holds {layer}.weight of shape {list(weight.shape)} (a row per output) "
+          f"but {layer}.bias of shape {list(bias.shape)}: the two disagree. Re-save the "
+          "adapter with AdapterHub (save_adapter with_head=True).")
+  if layers and tensors[f"{layers[-1]}.bias"].shape[0] != head.num_classes:
+    raise AdapterHubError(
+        f"{heads} holds a last head layer {layers[-1]} with "
+        f"{tensors[layers[-1] + '.bias'].shape[0]} outputs, but {head_file} says "
+        f"num_labels={head.num_classes}: the head's config and weights disagree. Re-save the "
+        "adapter with AdapterHub (save_adapter with_head=True).")
 
 
 def _default_model_name(bert):

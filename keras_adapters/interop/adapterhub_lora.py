@@ -30,6 +30,8 @@ _KNOWN = ({"architecture", "r", "alpha", "dropout", "attn_matrices", "compositio
           | set(_UNSUPPORTED) | set(_INFERENCE_NEUTRAL))
 # A projection change's weight key (`transformer/layer_0/query/lora/lora_a`).
 _KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(lora|ia3)/(lora_a|lora_b|scale)")
+# An AdapterHub LoRA tensor's name; group 1 is its module.
+_TENSOR = re.compile(r"bert\.encoder\.layer\.\d+\.([\w.]+)\.loras\..+\.lora_[AB]")
 
 
 class Error(errors.UsageError):
@@ -56,6 +58,13 @@ def config_from_adapterhub(config):
     targets += [_ATTENTION_MATRICES[m] for m in matrices]
   targets += [t for t, flag in (("intermediate", "intermediate_lora"),
                                 ("output", "output_lora")) if config.get(flag)]
+  if not targets:
+    raise Error(
+        f"The AdapterHub LoRA config puts LoRA on no module (selfattn_lora="
+        f"{config.get('selfattn_lora', True)}, attn_matrices={config.get('attn_matrices')}, "
+        f"intermediate_lora={config.get('intermediate_lora')}, output_lora="
+        f"{config.get('output_lora')}): set AdapterHub's options of the modules the adapter "
+        "was trained on (selfattn_lora with attn_matrices, intermediate_lora, output_lora).")
   leave_out = tuple(config.get("leave_out") or ())
   mode = config.get("composition_mode", "add")
   try:
@@ -101,6 +110,22 @@ def config_to_adapterhub(config):
   return dict(common, composition_mode="add", r=config.r, alpha=float(alpha),
               dropout=config.dropout,
               init_weights="bert" if config.init_weights == "bert" else "lora")
+
+
+def missing_option(name, config):
+  """The AdapterHub option that would put LoRA where tensor `name` is (for a query's:
+  `selfattn_lora` with "q" in `attn_matrices`) when the "lora" `config` dict lacks it, else
+  `None` (also for a name that is not AdapterHub LoRA's)."""
+  match = _TENSOR.fullmatch(name)
+  target = match and {m: t for t, m in MODULES.items()}.get(match.group(1))
+  matrix = {t: m for m, t in _ATTENTION_MATRICES.items()}.get(target)
+  if matrix:
+    wrapped = (config.get("selfattn_lora", True)
+               and matrix in config.get("attn_matrices", ["q", "v"]))
+    return None if wrapped else f"selfattn_lora=True with {matrix!r} in attn_matrices"
+  if target and not config.get(f"{target}_lora"):
+    return f"{target}_lora=True"
+  return None
 
 
 def tensor_name(key, adapter_name):

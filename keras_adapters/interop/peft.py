@@ -46,6 +46,8 @@ _PREFIX = "base_model.model."
 _LORA_TENSOR = re.compile(
     r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.lora_([AB])\.weight")
 _CLASSIFIER = ("classifier.weight", "classifier.bias")
+# peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
+_BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
 # LoraConfig options that change what the model computes, with their plain values.
 _PLAIN = {"use_dora": False, "lora_bias": False, "bias": "none", "fan_in_fan_out": False,
           "layer_replication": None, "target_parameters": None,
@@ -90,6 +92,12 @@ def load_peft(directory, base_handle=None):
   num_labels = tensors[_PREFIX + "classifier.bias"].shape[0]
   model = classifier.build_classifier(bert, num_labels, pooling="cls")
   names = _peft_names(model)
+  missing = sorted(set(names.values()) - set(tensors))
+  if missing:
+    raise PeftError(f"'{directory}/{WEIGHTS_FILE}' has no {missing[0]!r}"
+                    + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+                    + ", which its other tensors and config call for: the file is incomplete. "
+                    "Copy it again, or save the adapter again with peft's save_pretrained.")
   for key, variable in saving.task_variables(model).items():
     if key not in names:
       continue  # The base's LayerNorms: peft keeps them frozen.
@@ -118,7 +126,7 @@ def save_peft(model, directory, *, base_model_name_or_path=None):
   Returns:
     `directory`.
   """
-  bert = saving.the_adapted_bert(model)
+  bert = saving.the_unmerged_bert(model, "save_peft", PeftError)
   config = bert.adapter_config
   if not isinstance(config, LoRAConfig):
     raise PeftError(f"save_peft writes LoRA adapters; this model's adapter set is "
@@ -174,10 +182,17 @@ def _lora_config(meta, tensors, directory, base_layers):
     if meta.get(option, plain) not in (plain, None) or (plain is None and meta.get(option)):
       raise PeftError(f"The adapter uses peft's {option}={meta[option]!r}, which this library "
                       f"does not implement; convert a plain LoRA adapter ({option}={plain!r}).")
+  _check_init(meta.get("init_lora_weights"))
   missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
   if missing:
     raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
                     "peft model with modules_to_save=['classifier'] (task_type='SEQ_CLS' does).")
+  weight, bias = (tensors[_PREFIX + name] for name in _CLASSIFIER)
+  if weight.ndim != 2 or bias.shape != weight.shape[:1]:
+    raise PeftError(f"'{directory}/{WEIGHTS_FILE}' holds a classifier whose weight has shape "
+                    f"{list(weight.shape)} (a row per class) but whose bias has shape "
+                    f"{list(bias.shape)}: the two disagree, so the file was edited or mixed "
+                    "from two adapters. Save the adapter again with peft's save_pretrained.")
   layers = {}
   for name in sorted(tensors):
     match = _LORA_TENSOR.fullmatch(name)
@@ -211,6 +226,7 @@ def _lora_config(meta, tensors, directory, base_layers):
                         else "lora")
   except (KeyError, ValueError) as error:
     raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
+  _check_ranks(config.r, tensors, directory)
   # The layers without LoRA tensors, the last ones too: the base says how many it has.
   num_layers = base_layers()
   if max(layers) >= num_layers:
@@ -218,6 +234,34 @@ def _lora_config(meta, tensors, directory, base_layers):
                     f"{num_layers} layers. Pass its own base as base_handle.")
   return dataclasses.replace(
       config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
+
+
+def _check_init(init):
+  """Refuses peft's `init_lora_weights` that rewrite the base weights when the adapter is
+  made: such an adapter only fits that rewritten base, which this library does not have
+  (peft itself rebuilds it)."""
+  if isinstance(init, str) and init.lower().startswith(_BASE_REWRITING_INITS):
+    raise PeftError(
+        f"The adapter's init_lora_weights={init!r} rewrites the base weights (PiSSA, OLoRA, "
+        "CorDA and LoftQ subtract their start from them), so it fits that rewritten base "
+        "only. Save it as a plain LoRA with peft's save_pretrained(..., "
+        "path_initial_model_for_weight_conversion=<the adapter saved before training>) and "
+        "load that (LoftQ has no such conversion).")
+
+
+def _check_ranks(rank, tensors, directory):
+  """Refuses LoRA tensors whose rank is not the config's `r` (A is `[r, in]`, B `[out, r]`)."""
+  for name in sorted(tensors):
+    match = _LORA_TENSOR.fullmatch(name)
+    if not match:
+      continue
+    shape = tensors[name].shape
+    found = shape[0] if match.group(3) == "A" else shape[-1]
+    if len(shape) != 2 or found != rank:
+      raise PeftError(
+          f"'{directory}/{WEIGHTS_FILE}' holds {name!r} of shape {list(shape)}, rank {found}, "
+          f"but its {CONFIG_FILE} says r={rank}: the config and the weights disagree (one "
+          "edited, or from two adapters). Save the adapter again with peft's save_pretrained.")
 
 
 def _peft_targets(meta, module, layer):

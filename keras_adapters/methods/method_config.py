@@ -5,6 +5,8 @@ import dataclasses
 import math
 import numbers
 
+import numpy as np
+
 from keras_adapters.methods import projection_delta
 
 
@@ -89,6 +91,24 @@ class MethodConfig:
       raise ValueError(f"Unknown {cls.__name__} fields {unknown}; it has {list(fields)}.")
     return cls(**{name: tuple(value) if isinstance(value, list) else value
                   for name, value in values.items()})
+
+
+def use_python_numbers(config):
+  """Replaces the NumPy scalars among the fields of `config` (a frozen dataclass), and in its
+  tuples and lists, by the Python numbers they hold: `LoRAConfig(r=np.int64(8))`, with a
+  value taken from an array or a sweep, is `LoRAConfig(r=8)`, checked, compared and written
+  to JSON alike. Call first in `__post_init__`."""
+  for field in dataclasses.fields(config):
+    value = getattr(config, field.name)
+    if isinstance(value, (tuple, list)):
+      value = type(value)(_python_number(item) for item in value)
+    object.__setattr__(config, field.name, _python_number(value))
+
+
+def _python_number(value):
+  if isinstance(value, (np.bool_, np.integer, np.floating)):
+    return value.item()
+  return value
 
 
 def check_number(name, value, *, positive=False, below=None):

@@ -6,6 +6,7 @@ import functools
 import os
 import re
 
+from absl import logging
 import tensorflow as tf
 import tf_keras as keras
 
@@ -155,6 +156,9 @@ class AdaptedBert(keras.layers.Layer):
     self._own_adapter_name = adapter_name
     self._active_adapter = adapter_name
     self._adapters_disabled = False
+    # Set by `keras_adapters.merge`: the LoRA and (IA)^3 layers are folded into the base.
+    self.merged = False
+    self._warned_merged_training = False
     tuning_lib.apply_tuning(self.encoder, config.tuning, config.top_k,
                             train_layer_norms=config.train_layer_norms)
 
@@ -337,6 +341,15 @@ class AdaptedBert(keras.layers.Layer):
           + ("" if self._adapter_configs else ": add one with add_adapter(name, config)") + ".")
 
   def call(self, inputs, training=None, adapter_name=None):
+    if training and self.merged and not self._warned_merged_training:
+      # As with peft's merge_and_unload, no adapter is left to train; say so once, as the
+      # user may have meant to train them further.
+      self._warned_merged_training = True
+      logging.warning(
+          "Training a model whose LoRA or (IA)^3 layers were merged into its base "
+          "(keras_adapters.merge): they are part of the frozen base now and no longer "
+          "train (the head still does). To train them further, train before merging, or "
+          "rebuild the model from its saved adapters (load_task_model).")
     if self._adapters_disabled:
       adapters = self._plain_base_adapters()
     else:

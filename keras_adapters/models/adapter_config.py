@@ -7,6 +7,7 @@ from typing import Optional, Tuple, Union
 
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.methods import method_config
 from keras_adapters.methods import registry
 from keras_adapters.models import tuning as tuning_lib
 from keras_adapters.utils import settings
@@ -84,6 +85,7 @@ class AdapterConfig:
                                     "A LayerNorm of the adapter's own on its output.")
 
   def __post_init__(self):
+    method_config.use_python_numbers(self)
     size = self.adapter_size
     # bool is an int subclass: True must not pass as a size of 1.
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
@@ -184,6 +186,19 @@ def config_from_dict(values):
       raise ValueError(f"{error} The adapter set config {values} names no method this "
                        "library has.") from None
     return method.config_class.from_dict(values)
+  if "peft_type" in values:
+    raise ValueError(
+        f"The adapter config is peft's (peft_type={values['peft_type']!r}), which this library "
+        "does not take as is: pass LoRAConfig(r=..., alpha=..., target_modules=...) (peft's "
+        "r, lora_alpha, target_modules), a dict of its fields with \"method\": \"lora\", or "
+        "load an adapter peft saved with keras_adapters.load_peft(folder).")
+  unknown = set(values) - {field.name for field in dataclasses.fields(AdapterConfig)}
+  for config_class in registry.config_classes() if unknown else ():
+    if unknown <= {field.name for field in dataclasses.fields(config_class)}:
+      raise ValueError(
+          f"The adapter config has {config_class.__name__}'s fields {sorted(unknown)} but no "
+          f"\"method\" key, so it reads as bottleneck adapters': add \"method\": "
+          f"\"{config_class.method}\", or pass {config_class.__name__}(...).")
   return AdapterConfig.from_dict(values)
 
 

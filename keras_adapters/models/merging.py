@@ -18,9 +18,10 @@ def merge(model):
   """Folds the LoRA and (IA)³ layers of `model`'s `AdaptedBert` into its frozen kernels.
 
   Afterwards the model has the base's own graph (no method layers) and the same outputs,
-  within float32 rounding. Its adapter set can no longer be saved as an artifact: save it
-  (`save_adapters`) before merging, or export with `export_task`, which merges for the export
-  only.
+  within float32 rounding. Its adapter set is gone, as after peft's `merge_and_unload`:
+  `save_adapters`, `save_peft`, `save_adapterhub` and `load_adapters` refuse the model, and
+  training it trains the head only (with a warning). Save the adapters before merging, or
+  export with `export_task`, which merges for the export only.
 
   Example:
   ```python
@@ -65,7 +66,7 @@ def merged(model):
   kept = [(block, dict(block.deltas),
            {target: [v.numpy() for v in block.projection_variables(target)]
             for target in block.deltas}) for block in blocks]
-  was_merged = getattr(bert, "merged", False)
+  was_merged = bert.merged
   try:
     yield merge(model)
   finally:

@@ -37,11 +37,7 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
   Returns:
     `directory`.
   """
-  bert = the_adapted_bert(model)
-  if getattr(bert, "merged", False):
-    raise AdapterArtifactError(
-        "The model's LoRA or (IA)^3 layers were merged into its base (keras_adapters.merge), "
-        "so its adapter set is gone: save the adapters before merging.")
+  bert = the_unmerged_bert(model, "save_adapters")
   name = _set_name(model, bert, adapter_name)
   head = getattr(model, "head_config", None)
   if label_names is not None:
@@ -74,10 +70,10 @@ def load_adapters(model, directory, adapter_name=None):
 
   Raises:
     AdapterArtifactError: The artifact is missing or corrupt, was trained on another base, or
-      its tensors do not fit the model's adapter set and head.
+      its tensors do not fit the model's adapter set and head; or the model was merged.
   """
+  bert = the_unmerged_bert(model, f"load_adapters({directory!r})")
   config = adapter_artifact.read_adapter_config(directory)
-  bert = the_adapted_bert(model)
   fingerprint = adapter_artifact.base_fingerprint(config)
   if fingerprint != bert.base_fingerprint:
     raise AdapterArtifactError(
@@ -159,6 +155,19 @@ def the_adapted_bert(model):
     raise AdapterArtifactError(
         f"Adapter artifacts need a model with exactly one AdaptedBert; found {len(found)}.")
   return found[0]
+
+
+def the_unmerged_bert(model, user, error=AdapterArtifactError):
+  """`the_adapted_bert(model)`, or `error` when `keras_adapters.merge` folded its LoRA or
+  (IA)^3 layers into the base: its adapter set is gone, so `user` (what wanted it, e.g.
+  "save_peft") would write or fill nothing of it."""
+  bert = the_adapted_bert(model)
+  if bert.merged:
+    raise error(
+        "The model's LoRA or (IA)^3 layers were merged into its base (keras_adapters.merge), "
+        f"so it has no adapter set left for {user}: save the adapters before merging, and "
+        "load adapters into a model built anew (e.g. load_task_model).")
+  return bert
 
 
 def _set_name(model, bert, adapter_name):

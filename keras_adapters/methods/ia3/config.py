@@ -39,6 +39,7 @@ class IA3Config(method_config.MethodConfig):
       flag="ia3_train_layer_norms")
 
   def __post_init__(self):
+    method_config.use_python_numbers(self)
     self._check_common()
     feedforward = ((self.feedforward_modules,) if isinstance(self.feedforward_modules, str)
                    else tuple(self.feedforward_modules))

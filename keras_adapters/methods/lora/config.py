@@ -50,6 +50,7 @@ class LoRAConfig(method_config.MethodConfig):
       flag="lora_train_layer_norms")
 
   def __post_init__(self):
+    method_config.use_python_numbers(self)
     if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
       raise ValueError(f"r must be a whole number of at least 1 (LoRA uses 1 to 64), got "
                        f"{self.r!r}.")
