@@ -121,7 +121,7 @@ class RunSquadTest(tf.test.TestCase):
     table = os.path.join(self.results_dir, "squad_results.json")
     before = _read_json(table)
     runs = self.create_tempdir().full_path
-    other = _run_script(*self.common, f"--model_dir={runs}", "--methods=full",
+    other = _run_script(*self.common, f"--model_dir={runs}", "--methods=adapters,full",
                         f"--results_dir={self.results_dir}", "--epochs=7")
     self.assertEqual(other.returncode, 2, other.stderr[-3000:])
     self.assertRegex(other.stderr, r"squad_results.json holds results of other data or "
