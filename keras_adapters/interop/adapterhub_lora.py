@@ -5,7 +5,9 @@ AdapterHub puts LoRA and (IA)³ in one layer family: `composition_mode="add"` is
 the attention's `query`/`key`/`value` (`selfattn_lora` with `attn_matrices`), the
 feed-forward `intermediate.dense` (`intermediate_lora`, before the activation) and
 `output.dense` (`output_lora`). Tensors are named
-`bert.encoder.layer.<i>.<module>.loras.<name>.lora_A` (`[r, in]`) and `lora_B` (`[out, r]`).
+`bert.encoder.layer.<i>.<module>.loras.<name>.lora_A` (`[r, in]`) and `lora_B` (`[out, r]`),
+with `use_dora` also DoRA's magnitudes `m.weight` (`[out, 1]`), read as
+`LoRAConfig(use_dora=True, dora_variant="adapterhub")`: AdapterHub's own DoRA formula.
 """
 
 import re
@@ -22,14 +24,16 @@ MODULES = {"query": "attention.self.query", "key": "attention.self.key",
            "output": "output.dense"}
 _ATTENTION_MATRICES = {"q": "query", "k": "key", "v": "value"}
 # Options that would change what the layers compute, with the value meaning "off".
-_UNSUPPORTED = {"use_gating": False, "use_dora": False, "vera_d": None, "vera_b": None}
+_UNSUPPORTED = {"use_gating": False, "vera_d": None, "vera_b": None}
 # Options that change nothing at inference (initialisation, dtype of training).
 _INFERENCE_NEUTRAL = ("init_weights_seed", "dtype")
 _KNOWN = ({"architecture", "r", "alpha", "dropout", "attn_matrices", "composition_mode",
-           "selfattn_lora", "intermediate_lora", "output_lora", "leave_out", "init_weights"}
+           "selfattn_lora", "intermediate_lora", "output_lora", "leave_out", "init_weights",
+           "use_dora"}
           | set(_UNSUPPORTED) | set(_INFERENCE_NEUTRAL))
 # A projection change's weight key (`transformer/layer_0/query/lora/lora_a`).
-_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(lora|ia3)/(lora_a|lora_b|scale)")
+_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(lora|ia3)/(lora_a|lora_b|magnitude|scale)")
+_FACTORS = {"lora_a": "lora_A", "lora_b": "lora_B", "magnitude": "m.weight"}
 # An AdapterHub LoRA tensor's name; group 1 is its module.
 _TENSOR = re.compile(r"bert\.encoder\.layer\.\d+\.([\w.]+)\.loras\..+\.lora_[AB]")
 
@@ -42,7 +46,7 @@ def config_from_adapterhub(config):
   """The `LoRAConfig` or `IA3Config` of an AdapterHub "lora" architecture config dict."""
   for option, plain in _UNSUPPORTED.items():
     if config.get(option, plain) != plain:
-      raise Error(f"The adapter uses AdapterHub's {option}={config[option]!r} (gating, DoRA, "
+      raise Error(f"The adapter uses AdapterHub's {option}={config[option]!r} (gating, "
                   "VeRA), which this library does not implement; convert a plain LoRA or "
                   f"(IA)^3 adapter ({option}={plain!r}).")
   unknown = sorted(set(config) - _KNOWN)
@@ -70,9 +74,14 @@ def config_from_adapterhub(config):
   try:
     if mode == "add":
       init = config.get("init_weights", "lora")
+      dora = config.get("use_dora", False)
       return LoRAConfig(r=config.get("r", 8), alpha=config.get("alpha", 8),
                         dropout=config.get("dropout", 0.0), target_modules=tuple(targets),
-                        leave_out=leave_out, init_weights=init if init == "bert" else "lora")
+                        leave_out=leave_out, init_weights=init if init == "bert" else "lora",
+                        use_dora=dora, **({"dora_variant": "adapterhub"} if dora else {}))
+    if config.get("use_dora", False):
+      raise Error("composition_mode='scale' with use_dora=True: AdapterHub's (IA)^3 has no "
+                  "DoRA; convert an adapter with use_dora=False.")
     if mode == "scale":
       if config.get("r", 1) != 1:
         raise Error(f"composition_mode='scale' with r={config['r']}: AdapterHub's (IA)^3 "
@@ -97,7 +106,7 @@ def config_to_adapterhub(config):
       attn_matrices=[m for m, t in _ATTENTION_MATRICES.items() if t in config.target_modules],
       intermediate_lora="intermediate" in config.target_modules,
       output_lora="output" in config.target_modules, leave_out=list(config.leave_out),
-      init_weights_seed=None, dtype=None, **_UNSUPPORTED)
+      init_weights_seed=None, dtype=None, use_dora=False, **_UNSUPPORTED)
   if isinstance(config, IA3Config):
     if config.feedforward_modules:
       raise Error(f"feedforward_modules={list(config.feedforward_modules)}: AdapterHub's "
@@ -105,10 +114,14 @@ def config_to_adapterhub(config):
                   "and target_modules=('key', 'value', 'intermediate').")
     return dict(common, composition_mode="scale", r=1, alpha=1, dropout=0.0,
                 init_weights="ia3")
+  if config.use_dora and config.dora_variant != "adapterhub":
+    raise Error(f"The model's DoRA is dora_variant={config.dora_variant!r}, which AdapterHub "
+                "does not compute (its norm and bias differ): save it with save_peft, or "
+                "train with dora_variant='adapterhub'.")
   # rsLoRA's alpha/sqrt(r) is AdapterHub's alpha/r with alpha scaled by sqrt(r).
   alpha = config.alpha * np.sqrt(config.r) if config.use_rslora else config.alpha
   return dict(common, composition_mode="add", r=config.r, alpha=float(alpha),
-              dropout=config.dropout,
+              dropout=config.dropout, use_dora=config.use_dora,
               init_weights="bert" if config.init_weights == "bert" else "lora")
 
 
@@ -136,14 +149,17 @@ def tensor_name(key, adapter_name):
   layer, target, _, part = match.groups()
   if target not in MODULES:
     raise Error(f"{key!r}: AdapterHub has no LoRA on {target!r}.")
-  factor = "lora_A" if part == "lora_a" else "lora_B"
-  return f"bert.encoder.layer.{layer}.{MODULES[target]}.loras.{adapter_name}.{factor}"
+  if part == "scale":
+    part = "lora_b"  # AdapterHub's (IA)^3 scale is its LoRA B.
+  return (f"bert.encoder.layer.{layer}.{MODULES[target]}.loras.{adapter_name}."
+          f"{_FACTORS[part]}")
 
 
 def to_pytorch(key, value):
-  """A weight in AdapterHub's layout: A and B transposed, the (IA)³ scale as `[out, 1]`
-  (AdapterHub multiplies it by its alpha, 1 when written here)."""
-  if key.endswith("/scale"):
+  """A weight in AdapterHub's layout: A and B transposed, the (IA)³ scale and DoRA's
+  magnitude as `[out, 1]` (AdapterHub multiplies the scale by its alpha, 1 when written
+  here)."""
+  if key.endswith(("/scale", "/magnitude")):
     return np.ascontiguousarray(value.reshape(-1, 1))
   return np.ascontiguousarray(value.T)
 
@@ -152,4 +168,6 @@ def from_pytorch(key, value, adapterhub_config):
   """The inverse of `to_pytorch` for a tensor AdapterHub wrote under `adapterhub_config`."""
   if key.endswith("/scale"):
     return value.reshape(-1) * adapterhub_config.get("alpha", 1)
+  if key.endswith("/magnitude"):
+    return value.reshape(-1)
   return np.ascontiguousarray(value.T)

@@ -12,13 +12,13 @@ import tensorflow as tf
 
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
-from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import testing as interop_testing
 from keras_adapters.methods.ia3 import IA3Config
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import saving
 
 # Written by AdapterHub (`adapters` 1.3.0) itself; see testdata/README.md.
-FIXTURES = adapterhub_test.FIXTURES
+FIXTURES = interop_testing.FIXTURES
 
 
 def _config_of(model):
@@ -35,11 +35,11 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
     cls.handle = hub_testing.tiny_hub_handle()
 
   def _round_trip(self, config, **head):
-    model = adapterhub_test.random_method_model(self.handle, config, **head)
+    model = interop_testing.random_method_model(self.handle, config, **head)
     directory = adapterhub.save_adapterhub(
         model, os.path.join(self.create_tempdir().full_path, "ah"), model_name="tiny-bert")
     loaded = adapterhub.load_adapterhub(directory, base_handle=self.handle)
-    inputs = adapterhub_test.tiny_inputs()
+    inputs = interop_testing.tiny_inputs()
     self.assertAllClose(loaded(inputs, training=False), model(inputs, training=False),
                         atol=1e-6, rtol=0)
     with open(os.path.join(directory, adapterhub.CONFIG_FILE), encoding="utf-8") as file:
@@ -51,6 +51,8 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
       ("lora_ffn_leave_out", LoRAConfig(r=4, alpha=16, target_modules=(
           "key", "intermediate", "output"), leave_out=(1,), init_weights="bert"),
        dict(pooling="cls", hidden_layers=0)),
+      ("dora", LoRAConfig(r=2, alpha=4, use_dora=True, dora_variant="adapterhub",
+                          target_modules=("query", "key", "value", "intermediate")), {}),
       ("ia3_adapterhub_default", IA3Config(target_modules=("key", "value", "intermediate"),
                                            feedforward_modules=()), {}),
       ("ia3_query_output_leave_out", IA3Config(target_modules=("query", "output"),
@@ -73,16 +75,25 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_what_adapterhub_cannot_represent_is_refused_before_writing(self):
     directory = os.path.join(self.create_tempdir().full_path, "ah")
-    input_scaling = adapterhub_test.random_method_model(self.handle, IA3Config())
+    input_scaling = interop_testing.random_method_model(self.handle, IA3Config())
     with self.assertRaisesRegex(adapterhub.AdapterHubError,
                                 r"^feedforward_modules=\['output'\]: AdapterHub's \(IA\)\^3 "
                                 "scales projection outputs only"):
       adapterhub.save_adapterhub(input_scaling, directory, model_name="tiny-bert")
-    attention_output = adapterhub_test.random_method_model(
+    attention_output = interop_testing.random_method_model(
         self.handle, LoRAConfig(target_modules=("query", "attention_output")))
     with self.assertRaisesRegex(adapterhub.AdapterHubError,
                                 "AdapterHub has no LoRA on 'attention_output'"):
       adapterhub.save_adapterhub(attention_output, directory, model_name="tiny-bert")
+    self.assertFalse(os.path.exists(directory))
+
+  def test_peft_s_dora_is_refused_naming_the_variant(self):
+    directory = os.path.join(self.create_tempdir().full_path, "ah")
+    model = interop_testing.random_method_model(self.handle, LoRAConfig(use_dora=True))
+    with self.assertRaisesRegex(adapterhub.AdapterHubError,
+                                "dora_variant='peft', which AdapterHub does not compute.*"
+                                "save_peft"):
+      adapterhub.save_adapterhub(model, directory, model_name="tiny-bert")
     self.assertFalse(os.path.exists(directory))
 
 
@@ -101,7 +112,8 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     return directory
 
   @parameterized.named_parameters(
-      ("dora", "lora", dict(use_dora=True), r"AdapterHub's use_dora=True \(gating, DoRA, VeRA"),
+      ("dora_on_ia3", "ia3", dict(use_dora=True),
+       r"composition_mode='scale' with use_dora=True: AdapterHub's \(IA\)\^3 has no DoRA"),
       ("gating", "lora", dict(use_gating=True), "AdapterHub's use_gating=True"),
       ("vera", "lora", dict(vera_d=0.1), "AdapterHub's vera_d=0.1"),
       ("scale_rank_2", "ia3", dict(r=2), r"composition_mode='scale' with r=2: AdapterHub's "

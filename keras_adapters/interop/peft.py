@@ -7,8 +7,9 @@ A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_
   `use_rslora`, `target_modules` as names or a regex, `layers_to_transform`,
   `modules_to_save`, ...) and `base_model_name_or_path`;
 - `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.lora_A.weight`
-  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module, and the classifier, saved
-  whole (`modules_to_save`): `base_model.model.classifier.weight` / `.bias`.
+  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module (with `use_dora`, DoRA's
+  `lora_magnitude_vector` `[out]` too), and the classifier, saved whole (`modules_to_save`):
+  `base_model.model.classifier.weight` / `.bias`.
 
 `load_peft` builds the task model (`AdaptedBert(LoRAConfig)` + a `build_classifier` head on
 BERT's pooler, as `BertForSequenceClassification` has); `save_peft` writes one. Which modules
@@ -45,11 +46,14 @@ _MODULES = {"query": "attention.self.query", "key": "attention.self.key",
 _PREFIX = "base_model.model."
 _LORA_TENSOR = re.compile(
     r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.lora_([AB])\.weight")
+# DoRA's magnitudes (`use_dora`), one per wrapped module.
+_MAGNITUDE_TENSOR = re.compile(
+    r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.(lora_magnitude_vector)")
 _CLASSIFIER = ("classifier.weight", "classifier.bias")
 # peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
 _BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
 # LoraConfig options that change what the model computes, with their plain values.
-_PLAIN = {"use_dora": False, "lora_bias": False, "bias": "none", "fan_in_fan_out": False,
+_PLAIN = {"lora_bias": False, "bias": "none", "fan_in_fan_out": False,
           "layer_replication": None, "target_parameters": None,
           "trainable_token_indices": None, "use_qalora": False, "use_bdlora": None,
           "rank_pattern": {}, "alpha_pattern": {}, "alora_invocation_tokens": None,
@@ -131,6 +135,10 @@ def save_peft(model, directory, *, base_model_name_or_path=None):
   if not isinstance(config, LoRAConfig):
     raise PeftError(f"save_peft writes LoRA adapters; this model's adapter set is "
                     f"{type(config).__name__}.")
+  if config.use_dora and config.dora_variant != "peft":
+    raise PeftError(f"The model's DoRA is dora_variant={config.dora_variant!r}, which peft "
+                    "does not compute (its norm and bias differ): save it with "
+                    "save_adapterhub, or train with dora_variant='peft'.")
   head = getattr(model, "head_config", None)
   if head is None or head.pooling != "cls" or head.hidden_layers:
     raise PeftError("save_peft writes BertForSequenceClassification's head: one dense layer "
@@ -158,11 +166,12 @@ def _peft_names(model):
   """Our task weight key → peft's tensor name, for the LoRA factors and the classifier."""
   names = {}
   for key in saving.task_variables(model):
-    match = re.fullmatch(r"transformer/layer_(\d+)/(\w+)/lora/lora_(a|b)", key)
+    match = re.fullmatch(r"transformer/layer_(\d+)/(\w+)/lora/(lora_a|lora_b|magnitude)", key)
     if match:
-      layer, target, factor = match.groups()
+      layer, target, weight = match.groups()
       names[key] = (f"{_PREFIX}bert.encoder.layer.{layer}.{_MODULES[target]}."
-                    f"lora_{factor.upper()}.weight")
+                    + {"lora_a": "lora_A.weight", "lora_b": "lora_B.weight",
+                       "magnitude": "lora_magnitude_vector"}[weight])
     elif key.startswith("head/"):
       names[key] = _PREFIX + ("classifier.weight" if key.endswith("/kernel")
                               else "classifier.bias")
@@ -195,7 +204,11 @@ def _lora_config(meta, tensors, directory, base_layers):
                     "from two adapters. Save the adapter again with peft's save_pretrained.")
   layers = {}
   for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name)
+    match = _LORA_TENSOR.fullmatch(name) or _MAGNITUDE_TENSOR.fullmatch(name)
+    if match and match.group(3) == "lora_magnitude_vector" and meta.get("use_dora") is not True:
+      raise PeftError(f"{directory!r} holds DoRA's {name!r}, but its config says use_dora="
+                      f"{meta.get('use_dora')!r}: peft would not load it. Save the adapter "
+                      "again with peft.")
     if match:
       layer, module, _ = match.groups()
       target = {m: t for t, m in _MODULES.items()}.get(module)
@@ -212,6 +225,13 @@ def _lora_config(meta, tensors, directory, base_layers):
     elif not name.startswith(_PREFIX + "classifier."):
       raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
                       "blocks or the classifier.")
+  lacking = [name for name in sorted(tensors) if meta.get("use_dora") is True
+             and name.endswith(".lora_A.weight") and _LORA_TENSOR.fullmatch(name)
+             and name.replace("lora_A.weight", "lora_magnitude_vector") not in tensors]
+  if lacking:
+    raise PeftError(f"{directory!r} says use_dora=True but holds no DoRA magnitude "
+                    f"(lora_magnitude_vector) beside {lacking[0]!r}: the file is incomplete or "
+                    "from a plain LoRA adapter. Save the adapter again with peft.")
   targets = set().union(*layers.values()) if layers else set()
   uneven = [layer for layer, found in layers.items() if found != targets]
   if not layers or uneven:
@@ -221,6 +241,7 @@ def _lora_config(meta, tensors, directory, base_layers):
   try:
     config = LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
                         use_rslora=bool(meta.get("use_rslora", False)),
+                        use_dora=meta.get("use_dora") or False,
                         dropout=meta.get("lora_dropout", 0.0), target_modules=tuple(targets),
                         init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
                         else "lora")
@@ -303,7 +324,7 @@ def _peft_config(config, num_layers, base_name):
       {option: value for option, value in _PLAIN.items()},
       peft_type="LORA", task_type="SEQ_CLS", peft_version=PEFT_VERSION,
       base_model_name_or_path=base_name, r=config.r, lora_alpha=config.alpha,
-      use_rslora=config.use_rslora, lora_dropout=config.dropout,
+      use_rslora=config.use_rslora, use_dora=config.use_dora, lora_dropout=config.dropout,
       target_modules=target_modules, layers_to_transform=None, layers_pattern=None,
       modules_to_save=["classifier", "score"], exclude_modules=None,
       init_lora_weights="gaussian" if config.init_weights == "gaussian" else True,

@@ -11,13 +11,15 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from keras_adapters.hub import testing as hub_testing
-from keras_adapters.interop import adapterhub_test
+from keras_adapters.interop import testing as interop_testing
 from keras_adapters.interop import peft
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import saving
 
 # Written by peft 0.21.2 itself on all-MiniLM-L6-v2; see testdata/README.md.
 FIXTURE = os.path.join(os.path.dirname(__file__), "testdata", "peft", "lora")
+# The same with DoRA (use_dora=True); see testdata/README.md.
+DORA_FIXTURE = os.path.join(os.path.dirname(__file__), "testdata", "peft", "dora")
 # The config values that change what peft builds or computes.
 _CONFIG_VALUES = ("peft_type", "task_type", "base_model_name_or_path", "r", "lora_alpha",
                   "use_rslora", "lora_dropout", "target_modules", "layers_to_transform",
@@ -31,8 +33,17 @@ def _read_json(directory):
     return json.load(file)
 
 
-def _reference():
-  with open(os.path.join(FIXTURE, "reference_logits.json"), encoding="utf-8") as file:
+def _config_values(meta):
+  """The `_CONFIG_VALUES` of a peft config; a list of target modules in sorted order (peft
+  holds them as a set, so it writes them in any order)."""
+  values = {key: meta.get(key) for key in _CONFIG_VALUES}
+  if isinstance(values["target_modules"], list):
+    values["target_modules"] = sorted(values["target_modules"])
+  return values
+
+
+def _reference(fixture=FIXTURE):
+  with open(os.path.join(fixture, "reference_logits.json"), encoding="utf-8") as file:
     reference = json.load(file)
   inputs = {key: tf.constant(reference[key], tf.int32)
             for key in ("input_word_ids", "input_mask", "input_type_ids")}
@@ -41,18 +52,19 @@ def _reference():
 
 class FixtureTest(tf.test.TestCase):
   """peft's own artifact on the embedded default base, loaded once."""
+  fixture = FIXTURE
+  config = LoRAConfig(r=8, alpha=16, target_modules=("query", "value"))
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.model = peft.load_peft(FIXTURE)
+    cls.model = peft.load_peft(cls.fixture)
 
   def test_reproduces_pefts_logits(self):
-    inputs, expected = _reference()
+    inputs, expected = _reference(self.fixture)
     difference = np.abs(self.model(inputs, training=False).numpy() - expected).max()
     self.assertLess(difference, 1e-5)
-    self.assertEqual(saving.the_adapted_bert(self.model).adapter_config,
-                     LoRAConfig(r=8, alpha=16, target_modules=("query", "value")))
+    self.assertEqual(saving.the_adapted_bert(self.model).adapter_config, self.config)
     self.assertEqual((self.model.head_config.pooling, self.model.head_config.hidden_layers),
                      ("cls", 0))
 
@@ -61,14 +73,13 @@ class FixtureTest(tf.test.TestCase):
     bit) and the config values that change what peft loads."""
     directory = peft.save_peft(self.model, os.path.join(self.create_tempdir().full_path, "out"))
     ours = safetensors_numpy.load_file(os.path.join(directory, peft.WEIGHTS_FILE))
-    theirs = safetensors_numpy.load_file(os.path.join(FIXTURE, peft.WEIGHTS_FILE))
+    theirs = safetensors_numpy.load_file(os.path.join(self.fixture, peft.WEIGHTS_FILE))
     self.assertCountEqual(ours, theirs)
     for key, value in theirs.items():
       self.assertEqual(ours[key].dtype, value.dtype, msg=key)
       self.assertAllEqual(ours[key], value, msg=key)
-    ours, theirs = _read_json(directory), _read_json(FIXTURE)
-    self.assertEqual({key: ours.get(key) for key in _CONFIG_VALUES},
-                     {key: theirs.get(key) for key in _CONFIG_VALUES})
+    ours, theirs = _read_json(directory), _read_json(self.fixture)
+    self.assertEqual(_config_values(ours), _config_values(theirs))
     self.assertEqual(ours["peft_version"], theirs["peft_version"])
 
 
@@ -81,12 +92,12 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
     cls.handle = hub_testing.tiny_hub_handle()
 
   def _round_trip(self, config, seed=0):
-    model = adapterhub_test.random_method_model(self.handle, config, pooling="cls",
+    model = interop_testing.random_method_model(self.handle, config, pooling="cls",
                                                 hidden_layers=0, seed=seed)
     directory = peft.save_peft(model, os.path.join(self.create_tempdir().full_path, "peft"),
                                base_model_name_or_path="tiny-bert")
     loaded = peft.load_peft(directory, base_handle=self.handle)
-    inputs = adapterhub_test.tiny_inputs()
+    inputs = interop_testing.tiny_inputs()
     self.assertAllClose(loaded(inputs, training=False), model(inputs, training=False),
                         atol=1e-6, rtol=0)
     self.assertEqual(saving.the_adapted_bert(loaded).adapter_config, config)
@@ -131,7 +142,7 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_models_peft_cannot_hold_are_refused(self):
     directory = os.path.join(self.create_tempdir().full_path, "peft")
-    two_layer_head = adapterhub_test.random_method_model(self.handle, LoRAConfig())
+    two_layer_head = interop_testing.random_method_model(self.handle, LoRAConfig())
     with self.assertRaisesRegex(peft.PeftError, "pooling='cls', hidden_layers=0"):
       peft.save_peft(two_layer_head, directory, base_model_name_or_path="tiny-bert")
     self.assertFalse(os.path.exists(directory))
@@ -166,7 +177,8 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
       ("ia3", dict(peft_type="IA3"), "is a peft 'IA3' adapter; LoRA .* is supported"),
       ("causal_lm", dict(task_type="CAUSAL_LM"), "adapts a 'CAUSAL_LM' model; sequence "
        "classification .* is supported"),
-      ("dora", dict(use_dora=True), "peft's use_dora=True"),
+      ("dora_without_magnitudes", dict(use_dora=True),
+       "says use_dora=True but holds no DoRA magnitude .*beside 'base_model"),
       ("bias", dict(bias="all"), "peft's bias='all'"),
       ("rank_pattern", dict(rank_pattern={"query": 4}), "peft's rank_pattern="),
       ("no_rank", dict(r=None), "cannot be reproduced"),
@@ -210,6 +222,55 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
     self._assert_refused(directory, "has no adapter_model.safetensors")
     os.remove(os.path.join(directory, peft.CONFIG_FILE))
     self._assert_refused(directory, "has no adapter_config.json")
+
+
+class DoRAFixtureTest(FixtureTest):
+  """peft's DoRA artifact (`use_dora=True`, magnitudes `lora_magnitude_vector`): read to its
+  logits and written back as peft's tensors, by `FixtureTest`'s tests."""
+  fixture = DORA_FIXTURE
+  config = LoRAConfig(r=8, alpha=16, target_modules=("query", "value"), use_dora=True)
+
+
+class DoRATest(tf.test.TestCase):
+  """DoRA models on the tiny base: round trips, and what peft cannot hold or read."""
+
+  def test_round_trip_keeps_the_magnitudes(self):
+    handle = hub_testing.tiny_hub_handle()
+    config = LoRAConfig(r=2, alpha=4, target_modules=("key", "intermediate"), use_dora=True)
+    model = interop_testing.random_method_model(handle, config, pooling="cls",
+                                                hidden_layers=0)
+    directory = peft.save_peft(model, os.path.join(self.create_tempdir().full_path, "peft"),
+                               base_model_name_or_path="tiny-bert")
+    self.assertTrue(_read_json(directory)["use_dora"])
+    tensors = safetensors_numpy.load_file(os.path.join(directory, peft.WEIGHTS_FILE))
+    self.assertEqual(tensors["base_model.model.bert.encoder.layer.1.intermediate.dense."
+                             "lora_magnitude_vector"].shape, (32,))
+    loaded = peft.load_peft(directory, base_handle=handle)
+    inputs = interop_testing.tiny_inputs()
+    self.assertAllClose(loaded(inputs, training=False), model(inputs, training=False),
+                        atol=1e-6, rtol=0)
+    self.assertEqual(saving.the_adapted_bert(loaded).adapter_config, config)
+
+  def test_adapterhub_s_dora_is_refused_naming_the_variant(self):
+    model = interop_testing.random_method_model(
+        hub_testing.tiny_hub_handle(),
+        LoRAConfig(use_dora=True, dora_variant="adapterhub"), pooling="cls", hidden_layers=0)
+    directory = os.path.join(self.create_tempdir().full_path, "peft")
+    with self.assertRaisesRegex(peft.PeftError, "dora_variant='adapterhub', which peft does "
+                                "not compute.*save_adapterhub"):
+      peft.save_peft(model, directory, base_model_name_or_path="tiny-bert")
+    self.assertFalse(os.path.exists(directory))
+
+  def test_magnitudes_without_use_dora_are_refused(self):
+    directory = os.path.join(self.create_tempdir().full_path, "dora")
+    shutil.copytree(DORA_FIXTURE, directory)
+    meta = _read_json(directory)
+    meta["use_dora"] = False
+    with open(os.path.join(directory, peft.CONFIG_FILE), "w", encoding="utf-8") as file:
+      json.dump(meta, file)
+    with self.assertRaisesRegex(peft.PeftError, "holds DoRA's 'base_model.*"
+                                "lora_magnitude_vector', but its config says use_dora=False"):
+      peft.load_peft(directory, base_handle=hub_testing.tiny_hub_handle())
 
 
 if __name__ == "__main__":

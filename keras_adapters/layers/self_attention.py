@@ -118,8 +118,9 @@ class SelfAttention(keras.layers.Layer):
     def project(name, inputs):
       """`[tokens, hidden]` through the projection `name` and the changes to it."""
       return projection_delta.apply_projection(
-          projections.get(name, ()), inputs,
-          lambda x: _dense(x, self._kernels[name], self._biases[name], hidden_size), training)
+          projections.get(name, ()), inputs, projection_delta.Projection(
+              lambda x: _dense(x, self._kernels[name], self._biases[name], hidden_size),
+              self._kernels[name], self._biases[name]), training)
 
     def heads(name):
       """A projection of every token, `[batch, heads, seq, head_size]`."""

@@ -55,6 +55,11 @@ class ProjectionDelta(keras.layers.Layer):
     """The layer's weights by their name inside it (`lora_a`, `scale`)."""
     raise NotImplementedError
 
+  def start_from(self, kernel, bias):
+    """Called once the frozen projection holds the base's `[in, out]` `kernel` and `[out]`
+    `bias`: a method whose start depends on them (DoRA's magnitudes) sets it here."""
+    del kernel, bias  # Most methods start from their initialisers alone.
+
   @classmethod
   def stacked(cls, entries, name):
     """Several tasks' layers at one projection, for a batch that mixes tasks.
@@ -77,20 +82,46 @@ class ProjectionDelta(keras.layers.Layer):
     return config
 
 
+class Projection:
+  """A projection as a method's layer receives it: a function of the input (the frozen
+  projection, or it with other changes applied) that also holds the frozen projection's
+  `kernel` `[in, out]` and `bias` `[out]`, which a change may depend on (DoRA's norms).
+
+  Args:
+    function: Computes the projection's output from its input.
+    kernel: The frozen kernel, any shape with `in` first (the attention's
+      `[hidden, heads, head_size]` too).
+    bias: The frozen bias, any shape of `out` elements.
+  """
+
+  def __init__(self, function, kernel, bias):
+    self._function = function
+    width_out = bias.shape.num_elements()
+    self.kernel = kernel if kernel.shape.rank == 2 else tf.reshape(kernel, [-1, width_out])
+    self.bias = bias if bias.shape.rank == 1 else tf.reshape(bias, [width_out])
+
+  def __call__(self, inputs):
+    return self._function(inputs)
+
+
 def apply_projection(deltas, inputs, project, training=None):
   """`project(inputs)` changed by each of `deltas` in turn (the first wraps `project`).
 
   Args:
     deltas: `ProjectionDelta` layers, or functions of the same call signature.
     inputs: The projection's input.
-    project: The frozen projection, a function of `inputs`.
+    project: The frozen projection, a function of `inputs`; with its `kernel` and `bias` (a
+      Keras `Dense` or a `Projection`) for changes that read them (DoRA), which then reach
+      every delta of the chain.
     training: Whether dropout is on.
 
   Returns:
     The projection's output.
   """
   for delta in deltas:
-    project = _wrapped(delta, project, training)
+    wrapped = _wrapped(delta, project, training)
+    project = (Projection(wrapped, project.kernel, project.bias)
+               if hasattr(project, "kernel") else wrapped)
   return project(inputs)
 
 

@@ -143,6 +143,11 @@ class AdaptedBert(keras.layers.Layer):
     # Variables are created and filled now, eagerly, so a model built from this layer starts
     # from the Hub weights whatever graph context it is later called in.
     hub_encoder.copy_weights(self.encoder, hub_weights)
+    # Method layers that start from the base's weights (DoRA's magnitudes) read them now.
+    for block in self.encoder.transformer_layers:
+      for target, layers in block.deltas.items():
+        for layer in layers:
+          layer.start_from(*block.projection_variables(target))
     # What the base's text must be tokenized with, for exporters to check a preprocessor by.
     self.encoder.hub_tokenizer = hub_weights.tokenizer
     # The base's LayerNorms, kept apart from the set that trains them in place: the plain base

@@ -505,6 +505,35 @@ class MethodConfigTest(tf.test.TestCase, parameterized.TestCase):
       changed = not np.array_equal(variable.numpy(), before[id(variable)])
       self.assertEqual(changed, id(variable) in trained, msg=variable.name)
 
+  @parameterized.named_parameters(("peft", "peft"), ("adapterhub", "adapterhub"))
+  def test_dora_starts_as_the_base_and_trains_its_magnitudes(self, variant):
+    """DoRA's magnitudes start at the base's column norms (B is zero), so the new model is
+    the base; A, B and m train, and nothing of the base."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=lora_config.LoRAConfig(
+        r=2, use_dora=True, dora_variant=variant, target_modules=("key", "intermediate")))
+    outputs = layer(self.inputs, training=False)
+    for key in ("pooled_output", "sequence_output"):
+      self.assertAllClose(outputs[key], self.hub_outputs[key], atol=1e-5, rtol=0, msg=key)
+    block = layer.encoder.transformer_layers[1]
+    kernel, _ = block.projection_variables("key")
+    self.assertAllClose(block.deltas["key"][0].magnitude,
+                        np.linalg.norm(kernel.numpy().reshape(kernel.shape[0], -1), axis=0),
+                        rtol=1e-6)
+    model = classifier.build_classifier(layer, 3)
+    self.assertEqual(_canonical_names(model.trainable_variables), sorted(
+        [f"transformer/layer_{i}/{target}/lora/{weight}" for i in range(_NUM_LAYERS)
+         for target in ("key", "intermediate") for weight in ("lora_a", "lora_b", "magnitude")]
+        + ["logits/bias", "logits/kernel"]))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True)
+    before = {id(v): v.numpy().copy() for v in model.weights}
+    model.fit(self.inputs, tf.constant([0, 1, 2]), batch_size=3, epochs=2, verbose=0)
+    trained = {id(v) for v in model.trainable_variables}
+    for variable in model.weights:
+      changed = not np.array_equal(variable.numpy(), before[id(variable)])
+      self.assertEqual(changed, id(variable) in trained, msg=variable.name)
+
   @parameterized.named_parameters(
       ("lora", lora_config.LoRAConfig(r=2, train_layer_norms=True), 2 * 2 * _NUM_LAYERS),
       ("ia3", ia3_config.IA3Config(train_layer_norms=True), 3 * _NUM_LAYERS),

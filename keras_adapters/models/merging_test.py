@@ -28,6 +28,11 @@ CONFIGS = {
         r=4, alpha=32.0, target_modules=_ALL, init_weights="bert"), 0.0),
     "rslora_all_projections_trained": (lora_config.LoRAConfig(
         r=4, alpha=8.0, use_rslora=True, target_modules=_ALL, leave_out=(0,)), 0.3),
+    "lora_dora_peft": (lora_config.LoRAConfig(
+        r=2, alpha=4.0, use_dora=True, target_modules=("query", "value", "output")), 0.3),
+    "dora_adapterhub": (lora_config.LoRAConfig(
+        r=4, alpha=8.0, use_dora=True, dora_variant="adapterhub", leave_out=(0,),
+        target_modules=("query", "key", "intermediate")), 0.3),
     "ia3_paper": (ia3_config.IA3Config(), 0.5),
     "ia3_adapterhub": (ia3_config.IA3Config(
         target_modules=("key", "value", "intermediate"), feedforward_modules=()), 0.5),
@@ -82,6 +87,8 @@ class MergingTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("lora_all_projections", "lora_all_projections"),
       ("rslora_all_projections_trained", "rslora_all_projections_trained"),
+      ("lora_dora_peft", "lora_dora_peft"),
+      ("dora_adapterhub", "dora_adapterhub"),
       ("ia3_paper", "ia3_paper"),
       ("ia3_adapterhub", "ia3_adapterhub"))
   def test_merge_keeps_the_outputs_with_the_base_s_graph(self, name):
@@ -104,10 +111,11 @@ class MergingTest(tf.test.TestCase, parameterized.TestCase):
                if not np.array_equal(value, before[key])}
     touched = {(index, target) for index in range(_NUM_LAYERS) if index not in config.leave_out
                for target in config.target_modules}
-    # Every kernel of a changed projection moves; the bias only where an output is scaled.
+    # Every kernel of a changed projection moves; the bias only where an output is scaled
+    # (by (IA)^3, or by AdapterHub's DoRA).
     self.assertEqual({(i, t) for i, t, kind in changed if kind == "kernel"}, touched)
     scaled_outputs = set() if name.startswith(("lora", "rslora")) else {
-        key for key in touched if key[1] not in config.feedforward_modules}
+        key for key in touched if key[1] not in getattr(config, "feedforward_modules", ())}
     self.assertEqual({(i, t) for i, t, kind in changed if kind == "bias"}, scaled_outputs)
 
     with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,

@@ -307,8 +307,9 @@ class MixedMethodsTest(tf.test.TestCase):
 
   def test_each_task_alone_and_in_a_mixed_batch_is_its_own_model(self):
     """Each task's signature, and each row of a routed batch mixing the tasks, gives the
-    task's own Keras model's probabilities: LoRA of two ranks and scalings, (IA)³ scaling
-    outputs and inputs, adapters, in one graph by gather."""
+    task's own Keras model's probabilities: LoRA of two ranks and scalings, DoRA as peft and
+    AdapterHub compute it, (IA)³ scaling outputs and inputs, adapters, in one graph by
+    gather."""
     root = self.create_tempdir().full_path
     handle = testing.tiny_hub_handle()
     preprocess_handle = testing.tiny_preprocess_handle()
@@ -316,6 +317,10 @@ class MixedMethodsTest(tf.test.TestCase):
         lora=lora.LoRAConfig(r=2, target_modules=("query", "value", "output")),
         rslora=lora.LoRAConfig(r=4, alpha=3.0, use_rslora=True, leave_out=(0,),
                                target_modules=("key", "intermediate")),
+        dora=lora.LoRAConfig(r=2, use_dora=True, target_modules=("query", "value", "output")),
+        dora_adapterhub=lora.LoRAConfig(r=4, alpha=8.0, use_dora=True,
+                                        dora_variant="adapterhub", leave_out=(0,),
+                                        target_modules=("key", "intermediate")),
         ia3=ia3.IA3Config(),
         ia3_adapterhub=ia3.IA3Config(target_modules=("key", "value", "intermediate"),
                                      feedforward_modules=()),
@@ -328,7 +333,7 @@ class MixedMethodsTest(tf.test.TestCase):
       models[name] = saving.load_task_model(artifacts[name])
     served = tf.saved_model.load(multitask_export.export_multitask(
         handle, artifacts, os.path.join(root, "multitask")))
-    texts = tf.constant(_TEXTS)
+    texts = tf.constant((_TEXTS * 2)[:len(configs)])  # A row per task.
     inputs = task_export.pack_texts(testing.tiny_preprocessor(), [texts], 16)
     routed = served.signatures["routed"](task=tf.constant(list(configs)),
                                          text=texts)["probabilities"]

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Tuple
 
 from keras_adapters.methods import method_config
+from keras_adapters.methods.lora import dora
 from keras_adapters.methods.lora import layer as lora_layer
 from keras_adapters.utils import settings
 
@@ -17,7 +18,8 @@ class LoRAConfig(method_config.MethodConfig):
   `alpha` (peft's `lora_alpha`), `use_rslora`, `dropout` (`lora_dropout`), `target_modules`
   (the block's projections: peft's `query`/`key`/`value`, AdapterHub's `attn_matrices`, the
   attention output and the feed-forward `intermediate` and `output`), `leave_out` (peft's
-  `layers_to_transform`, inverted).
+  `layers_to_transform`, inverted), `use_dora` (DoRA, Liu et al. 2024, computed as peft or
+  AdapterHub does: `dora_variant`; see `dora.py`).
 
   Example:
   >>> config = LoRAConfig(r=4, target_modules=("query", "key", "value"))
@@ -48,6 +50,13 @@ class LoRAConfig(method_config.MethodConfig):
   train_layer_norms: bool = settings.setting(
       False, "Train the base's LayerNorms with LoRA (peft and AdapterHub keep them frozen).",
       flag="lora_train_layer_norms")
+  use_dora: bool = settings.setting(
+      False, "DoRA (Liu et al. 2024): also learn each output feature's length, m * (W + s·B·A) "
+      "/ ||W + s·B·A|| (peft's and AdapterHub's use_dora).", flag="lora_use_dora")
+  dora_variant: str = settings.setting(
+      "peft", "Whose DoRA with --lora_use_dora: peft (the bias apart, the norm of W + s·B·A, "
+      "a constant for gradients) or adapterhub (the bias rescaled too, the norm of W + B·A).",
+      choices=dora.VARIANTS, flag="lora_dora_variant")
 
   def __post_init__(self):
     method_config.use_python_numbers(self)
@@ -58,6 +67,11 @@ class LoRAConfig(method_config.MethodConfig):
     method_config.check_number("dropout", self.dropout, below=1.0)
     if not isinstance(self.use_rslora, bool):
       raise ValueError(f"use_rslora must be True or False, got {self.use_rslora!r}.")
+    if not isinstance(self.use_dora, bool):
+      raise ValueError(f"use_dora must be True or False, got {self.use_dora!r}.")
+    if self.dora_variant not in dora.VARIANTS:
+      raise ValueError(f"dora_variant must be one of {list(dora.VARIANTS)}, got "
+                       f"{self.dora_variant!r}.")
     if self.init_weights not in lora_layer.INITIALISATIONS:
       raise ValueError(f"init_weights must be one of {list(lora_layer.INITIALISATIONS)}, got "
                        f"{self.init_weights!r}.")
@@ -66,4 +80,5 @@ class LoRAConfig(method_config.MethodConfig):
   def layer_options(self, target):
     del target  # Every projection alike.
     return dict(rank=self.r, alpha=self.alpha, use_rslora=self.use_rslora,
-                dropout=self.dropout, init_weights=self.init_weights)
+                dropout=self.dropout, init_weights=self.init_weights,
+                use_dora=self.use_dora, dora_variant=self.dora_variant)

@@ -26,6 +26,8 @@ class LoRAConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.leave_out, ())
     self.assertEqual(config.init_weights, "lora")
     self.assertFalse(config.train_layer_norms)
+    self.assertFalse(config.use_dora)
+    self.assertEqual(config.dora_variant, "peft")
     self.assertEqual(config.tuning, "adapters")
     self.assertIsNone(config.top_k)
     self.assertFalse(config.trains_base)
@@ -36,7 +38,8 @@ class LoRAConfigTest(tf.test.TestCase, parameterized.TestCase):
     """to_dict names the method, holds lists and survives JSON; from_dict gives it back."""
     config = LoRAConfig(r=4, alpha=16.0, use_rslora=True, dropout=0.1,
                         target_modules=("output", "query", "key"), leave_out=(1, 0),
-                        init_weights="bert", train_layer_norms=True)
+                        init_weights="bert", train_layer_norms=True, use_dora=True,
+                        dora_variant="adapterhub")
     values = config.to_dict()
     self.assertEqual(values["method"], "lora")
     self.assertEqual(values["target_modules"], ["query", "key", "output"])
@@ -70,6 +73,9 @@ class LoRAConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("dropout_negative", dict(dropout=-0.1), "dropout must"),
       ("dropout_nan", dict(dropout=float("nan")), "dropout must be a finite number"),
       ("use_rslora_string", dict(use_rslora="yes"), "use_rslora must"),
+      ("use_dora_string", dict(use_dora="yes"), "use_dora must"),
+      ("unknown_dora_variant", dict(dora_variant="torch"),
+       r"dora_variant must be one of \['peft', 'adapterhub'\], got 'torch'"),
       ("unknown_init", dict(init_weights="kaiming"), "init_weights must.*'kaiming'"),
       ("unknown_target", dict(target_modules=("query", "dense")),
        "target_modules must.*'dense'"),
@@ -92,15 +98,16 @@ class LoRAConfigTest(tf.test.TestCase, parameterized.TestCase):
     """One spec: the method, the layers left out and each target's LoRA arguments."""
     config = LoRAConfig(r=2, alpha=4.0, use_rslora=True, dropout=0.1,
                         target_modules=("value", "intermediate"), leave_out=(1,),
-                        init_weights="gaussian")
-    options = dict(rank=2, alpha=4.0, use_rslora=True, dropout=0.1, init_weights="gaussian")
+                        init_weights="gaussian", use_dora=True, dora_variant="adapterhub")
+    options = dict(rank=2, alpha=4.0, use_rslora=True, dropout=0.1, init_weights="gaussian",
+                   use_dora=True, dora_variant="adapterhub")
     self.assertEqual(config.delta_specs(), [dict(
         method="lora", leave_out=[1],
         targets={"value": options, "intermediate": options})])
     # The options build the registered layer.
     layer = registry.get("lora").layer_class(target="value", units=4, **options)
     self.assertIsInstance(layer, lora_layer.LoRA)
-    self.assertEqual(layer.rank, 2)
+    self.assertEqual((layer.rank, layer.use_dora, layer.dora_variant), (2, True, "adapterhub"))
 
   def test_validate_for_refuses_layers_beyond_the_encoder(self):
     LoRAConfig(leave_out=(1,)).validate_for(2)
