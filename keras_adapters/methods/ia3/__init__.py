@@ -1,7 +1,7 @@
-"""(IA)³: its config and layer, registered as the method "ia3"."""
+"""(IA)³: its config, definition and layer, registered as the method "ia3"."""
 
 from keras_adapters.methods import registry
+from keras_adapters.methods.ia3 import definition
 from keras_adapters.methods.ia3.config import IA3Config
-from keras_adapters.methods.ia3.layer import IA3
 
-registry.register("ia3", IA3Config, IA3)
+registry.register("ia3", IA3Config, "keras_adapters.methods.ia3.layer.IA3", definition)

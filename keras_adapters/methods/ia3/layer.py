@@ -4,6 +4,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.methods import projection_delta
+from keras_adapters.methods.ia3 import definition
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -35,20 +36,19 @@ class IA3(projection_delta.ProjectionDelta):
     self.scales_input = scales_input
 
   def build(self, input_shape):
-    width = tf.TensorShape(input_shape)[-1] if self.scales_input else self.units
-    self.scale = self.add_weight("scale", [width], initializer="ones")
+    for key, (shape, initializer) in definition.weights(
+        self._options(), tf.TensorShape(input_shape)[-1], self.units).items():
+      setattr(self, key, self.add_weight(key, shape, initializer=initializer))
     super().build(input_shape)
 
+  def _options(self):
+    return dict(scales_input=self.scales_input)
+
   def call(self, inputs, project, training=None):
-    if self.scales_input:
-      return project(inputs * tf.cast(self.scale, inputs.dtype))
-    output = project(inputs)
-    return output * tf.cast(self.scale, output.dtype)
+    return definition.apply(tf, self.weights_by_key(), self._options(), inputs, project, None)
 
   def merge(self, kernel, bias):
-    if self.scales_input:
-      return kernel * self.scale[:, tf.newaxis], bias
-    return kernel * self.scale, bias * self.scale
+    return definition.merge(tf, self.weights_by_key(), self._options(), kernel, bias)
 
   def weights_by_key(self):
     return {"scale": self.scale}

@@ -1,7 +1,7 @@
-"""LoRA: its config and layer, registered as the method "lora"."""
+"""LoRA: its config, definition and layer, registered as the method "lora"."""
 
 from keras_adapters.methods import registry
+from keras_adapters.methods.lora import definition
 from keras_adapters.methods.lora.config import LoRAConfig
-from keras_adapters.methods.lora.layer import LoRA
 
-registry.register("lora", LoRAConfig, LoRA)
+registry.register("lora", LoRAConfig, "keras_adapters.methods.lora.layer.LoRA", definition)

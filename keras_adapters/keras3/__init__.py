@@ -1,0 +1,22 @@
+"""keras_adapters on Keras 3: the library's methods on keras-hub backbones.
+
+`from keras_adapters import keras3 as kak` loads Keras 3 (`keras`, on the backend
+`KERAS_BACKEND` names: TensorFlow or JAX) and keras-hub, never Keras 2: no tf_keras, and
+`tf.keras` is left as the process has it. The config classes are the Keras 2 path's own
+(`kak.LoRAConfig is keras_adapters.LoRAConfig`).
+
+Example:
+```python
+from keras_adapters import keras3 as kak
+kak.adapt(backbone, kak.AdapterConfig(adapter_size=64))  # backbone: a keras-hub BertBackbone
+```
+"""
+
+from keras_adapters.keras3.adapt import SUPPORTED_BACKBONES
+from keras_adapters.keras3.adapt import adapt
+from keras_adapters.keras3.adapt import merge
+from keras_adapters.methods.ia3.config import IA3Config
+from keras_adapters.methods.lora.config import LoRAConfig
+from keras_adapters.models.adapter_config import AdapterConfig
+
+__all__ = ["AdapterConfig", "IA3Config", "LoRAConfig", "SUPPORTED_BACKBONES", "adapt", "merge"]

@@ -1,0 +1,226 @@
+"""`adapt` and `merge`: the library's methods in the blocks of a keras-hub backbone.
+
+`adapt(backbone, config)` changes the backbone in place, as keras-hub's own `enable_lora`
+does: each `TransformerEncoder` block gets the method's layers (`keras3.layers`) where the
+Keras 2 block has them, and the base freezes as the Keras 2 path freezes it, so the same
+config trains the same parameters on both stacks.
+"""
+
+import dataclasses
+import math
+
+from keras_adapters.keras3 import layers
+from keras_adapters.layers import bottleneck
+from keras_adapters.methods import projections
+from keras_adapters.methods import registry
+from keras_adapters.models import adapter_config as adapter_config_lib
+from keras_adapters.utils import errors
+
+# The backbones `adapt` knows, by class name (keras-hub's `keras_hub.models.<name>`).
+SUPPORTED_BACKBONES = ("BertBackbone",)
+
+# Where each projection of a keras-hub `TransformerEncoder` is: the attribute holding it, on
+# the block's self-attention layer (a `MultiHeadAttention`) or on the block itself.
+_PROJECTION_ATTRIBUTES = {
+    "query": ("_self_attention_layer", "_query_dense"),
+    "key": ("_self_attention_layer", "_key_dense"),
+    "value": ("_self_attention_layer", "_value_dense"),
+    "attention_output": ("_self_attention_layer", "_output_dense"),
+    "intermediate": (None, "_feedforward_intermediate_dense"),
+    "output": (None, "_feedforward_output_dense"),
+}
+# The dropout on each sub-layer's output, whose output is what the block adds to the residual
+# and normalises: where a bottleneck adapter goes (Houlsby's placement).
+_ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
+                       "output_adapter": "_feedforward_dropout"}
+
+# The config fields the Keras 3 path takes, by config class; any other field must keep its
+# default. `AdapterConfig` adapters sit after a sub-layer, before the base's residual add
+# and LayerNorm: sequential, with the base's add and LayerNorm after them only.
+_SUPPORTED_FIELDS = {
+    adapter_config_lib.AdapterConfig: (
+        "adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
+        "mh_adapter", "output_adapter", "scaling", "residual_before_ln",
+        "adapter_residual_before_ln", "ln_before", "ln_after"),
+    registry.get("lora").config_class: (
+        "r", "alpha", "use_rslora", "dropout", "target_modules", "leave_out", "init_weights",
+        "train_layer_norms"),
+    registry.get("ia3").config_class: (
+        "target_modules", "feedforward_modules", "leave_out", "train_layer_norms"),
+}
+
+
+def adapt(backbone, config):
+  """Puts the method of `config` into every block of a keras-hub `backbone`, in place.
+
+  Bottleneck adapters (`AdapterConfig`) go after the attention and the feed-forward
+  sub-layers' outputs, before the residual add and LayerNorm (Houlsby's placement); LoRA
+  and (IA)³ (`LoRAConfig`, `IA3Config`) change the block's projections (`query`, `key`,
+  `value`, `attention_output`, `intermediate`, `output`). The base freezes: only the
+  method's layers train, with the LayerNorms (the embedding one included) when the config
+  says so (`train_layer_norms`; always with bottleneck adapters), as on the Keras 2 path. A
+  task built on the backbone (`keras_hub.models.BertTextClassifier(backbone=...)`) trains
+  its head too.
+
+  Example:
+  ```python
+  backbone = keras_hub.models.BertBackbone.from_preset(...)
+  kak.adapt(backbone, kak.LoRAConfig(r=8))
+  classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2)
+  ```
+
+  Args:
+    backbone: A keras-hub backbone of `SUPPORTED_BACKBONES`, not adapted yet.
+    config: An `AdapterConfig`, `LoRAConfig` or `IA3Config`.
+
+  Returns:
+    The backbone.
+
+  Raises:
+    UsageError: For another backbone, an adapted one, or a config (or one of its fields)
+      that the Keras 3 path does not support yet.
+  """
+  _check_backbone(backbone)
+  _check_config(config)
+  blocks = backbone.transformer_layers
+  try:
+    config.validate_for(len(blocks))
+  except ValueError as error:
+    raise errors.UsageError(str(error)) from None
+  for variable in backbone.weights:
+    variable.trainable = False
+  hidden_size = backbone.hidden_dim
+  for index, block in enumerate(blocks):
+    if index in config.leave_out:
+      continue
+    for spec in config.delta_specs():
+      _add_deltas(block, spec)
+    adapter_size = config.bottleneck_size(hidden_size)
+    if adapter_size is not None:
+      _add_adapters(block, config, adapter_size, hidden_size)
+  if config.train_layer_norms:
+    # pylint: disable=protected-access
+    for layer_norm in [backbone.embeddings_layer_norm] + [
+        norm for block in blocks
+        for norm in (block._self_attention_layer_norm, block._feedforward_layer_norm)]:
+      # By variable, as the base was frozen: the layer's own flag is still on.
+      for variable in layer_norm.weights:
+        variable.trainable = True
+  _forget_traced_functions(backbone)
+  return backbone
+
+
+def merge(model):
+  """Folds the LoRA and (IA)³ layers of a backbone `adapt` changed into its frozen kernels.
+
+  The blocks get their own projections back, with the changes in their kernels and biases:
+  the same outputs (within float32 rounding) at the base's cost. Bottleneck adapters, which
+  cannot be folded in, stay.
+
+  Args:
+    model: The adapted backbone, or a keras-hub task holding it (`model.backbone`).
+
+  Returns:
+    The number of projections changed.
+  """
+  backbone = getattr(model, "backbone", model)
+  _check_supported_backbone(backbone)
+  merged = 0
+  for block in backbone.transformer_layers:
+    for owner_name, attribute in _PROJECTION_ATTRIBUTES.values():
+      owner = getattr(block, owner_name) if owner_name else block
+      projection = getattr(owner, attribute)
+      if isinstance(projection, layers.AdaptedProjection):
+        _replace_sublayer(owner, attribute, projection.merged_projection())
+        merged += 1
+  for holder in {id(m): m for m in (model, backbone)}.values():
+    _forget_traced_functions(holder)
+  return merged
+
+
+def _check_supported_backbone(backbone):
+  if type(backbone).__name__ not in SUPPORTED_BACKBONES or not hasattr(
+      backbone, "transformer_layers"):
+    raise errors.UsageError(
+        f"keras_adapters.keras3 cannot adapt a {type(backbone).__name__}: it supports "
+        f"keras-hub's {', '.join(SUPPORTED_BACKBONES)} (keras_hub.models.BertBackbone).")
+
+
+def _check_backbone(backbone):
+  _check_supported_backbone(backbone)
+  sublayers = backbone._flatten_layers()  # pylint: disable=protected-access
+  if any(isinstance(layer, (layers.AdaptedProjection, layers.AdaptedSublayerOutput))
+         for layer in sublayers):
+    raise errors.UsageError(
+        f"The {type(backbone).__name__} is adapted already; adapt a backbone once (build "
+        "or load a fresh one for another config).")
+  if any(getattr(layer, "lora_enabled", False) for layer in sublayers):
+    raise errors.UsageError(
+        f"The {type(backbone).__name__} has keras-hub's own LoRA (enable_lora); adapt a "
+        "backbone without it, or use LoRAConfig here instead.")
+
+
+def _check_config(config):
+  supported = _SUPPORTED_FIELDS.get(type(config))
+  if supported is None:
+    raise errors.UsageError(
+        f"keras_adapters.keras3.adapt takes one of "
+        f"{', '.join(c.__name__ for c in _SUPPORTED_FIELDS)}, got {config!r}.")
+  for field in dataclasses.fields(config):
+    value = getattr(config, field.name)
+    if field.name not in supported and value != field.default:
+      raise errors.UsageError(
+          f"{type(config).__name__}({field.name}={value!r}) is not supported on Keras 3 yet: "
+          f"leave {field.name} at {field.default!r} (Keras 3 takes "
+          f"{', '.join(supported)}), or use the Keras 2 path (keras_adapters.AdaptedBert).")
+
+
+def _add_deltas(block, spec):
+  """Wraps the block's projections named in `spec` (a config's `delta_specs()` item)."""
+  for target in projections.PROJECTIONS:
+    if target not in spec["targets"]:
+      continue
+    owner_name, attribute = _PROJECTION_ATTRIBUTES[target]
+    owner = getattr(block, owner_name) if owner_name else block
+    projection = getattr(owner, attribute)
+    delta = layers.MethodDelta(spec["method"], target, math.prod(projection.bias.shape),
+                               spec["targets"][target], dtype=block.dtype_policy,
+                               name=f"{target}_{spec['method']}")
+    _replace_sublayer(owner, attribute, layers.AdaptedProjection(
+        projection, [delta], dtype=block.dtype_policy, name=f"{target}_adapted"))
+
+
+def _add_adapters(block, config, adapter_size, hidden_size):
+  """A bottleneck adapter after each sub-layer the config places one at."""
+  options = config.adapter_options()
+  for placement, attribute in _ADAPTER_ATTRIBUTES.items():
+    if not options[placement]:
+      continue
+    adapter = layers.BottleneckAdapter(
+        adapter_size, config.activation, config.init_stddev,
+        {name: options[name] for name in bottleneck.LAYER_OPTIONS},
+        dtype=block.dtype_policy, name=placement)
+    adapter.build((None, None, hidden_size))
+    _replace_sublayer(block, attribute, layers.AdaptedSublayerOutput(
+        getattr(block, attribute), adapter, dtype=block.dtype_policy,
+        name=f"{attribute.strip('_')}_adapted"))
+
+
+def _forget_traced_functions(model):
+  """Drops the `fit`, `evaluate` and `predict` functions `model` traced before its layers
+  changed, which would still compute with the old ones: its next call traces the new."""
+  for name in ("train_function", "test_function", "predict_function"):
+    if getattr(model, name, None) is not None:
+      setattr(model, name, None)
+
+
+def _replace_sublayer(owner, attribute, layer):
+  """Sets `owner.<attribute>` to `layer` in a built Keras 3 layer, tracking the new layer in
+  place of the old one (a built layer's state is locked, as `Dense.enable_lora` knows)."""
+  tracker = owner._tracker  # pylint: disable=protected-access
+  was_locked = tracker.locked
+  tracker.unlock()
+  tracker.untrack(getattr(owner, attribute))
+  setattr(owner, attribute, layer)
+  if was_locked:
+    tracker.lock()

@@ -1,0 +1,135 @@
+"""Tests for `adapt` and `merge` on a tiny random keras-hub `BertBackbone` (TensorFlow
+backend, in this process; `jax_test` runs the same report on JAX)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+import keras_adapters as ka
+from keras_adapters import keras3 as kak
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.keras3 import layers
+from keras_adapters.keras3 import testing
+
+
+def _subprocess_report(backend):
+  """`testing.method_report()` in a fresh Python with `KERAS_BACKEND=backend`, with no Keras 2
+  chosen (`TF_USE_LEGACY_KERAS` unset): the backend it ran on and the report."""
+  code = ("import json, keras; from keras_adapters.keras3 import testing; "
+          "print(json.dumps([keras.backend.backend(), testing.method_report()]))")
+  environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(environ, KERAS_BACKEND=backend), timeout=900, check=False)
+  if result.returncode:
+    raise AssertionError(result.stderr[-3000:])
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class _ReportChecks:
+  """The checks of a `testing.method_report()` (`self.report`), the same on every backend."""
+
+  def test_trainable_parameters_equal_the_keras2_path_s(self):
+    """The same config trains as many parameters on a keras-hub backbone as `AdaptedBert`
+    on a TF Hub encoder of the same block shapes."""
+    handle = hub_testing.tiny_hub_handle()
+    for name, config in testing.report_configs().items():
+      bert = ka.AdaptedBert(handle, adapter_config=config)
+      self.assertEqual(self.report[name]["trainable"],
+                       sum(int(np.prod(w.shape)) for w in bert.trainable_weights), name)
+    # Houlsby: two adapters per block (2·m·d + d + m each) and five LayerNorms (2·d each).
+    d, m = 16, 4
+    self.assertEqual(self.report["houlsby"]["trainable"], 2 * 2 * (2 * m * d + d + m) + 5 * 2 * d)
+
+  def test_lora_and_ia3_start_as_the_base_and_adapters_near_it(self):
+    for name in ("lora", "ia3"):
+      self.assertLess(self.report[name]["start_change"], 1e-6, name)
+    self.assertBetween(self.report["houlsby"]["start_change"], 1e-7, 1e-2)
+
+  def test_merge_keeps_the_outputs(self):
+    for name in ("lora", "ia3"):
+      self.assertGreater(self.report[name]["adapted_change"], 1e-3, name)
+      self.assertLess(self.report[name]["merge_change"], 1e-5, name)
+
+  def test_a_task_step_trains_the_method_and_leaves_the_base(self):
+    for name, entry in self.report.items():
+      self.assertTrue(np.isfinite(entry["fit_loss"]), name)
+      self.assertEqual(entry["base_changed"], 0.0, name)
+      self.assertGreater(entry["trained_changed"], 0.0, name)
+
+
+class TensorFlowReportTest(_ReportChecks, tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.report = testing.method_report()
+
+
+@unittest.skipUnless(importlib.util.find_spec("jax"), "JAX is not installed (the jax extra)")
+class JaxReportTest(_ReportChecks, tf.test.TestCase):
+  """The same checks with `KERAS_BACKEND=jax`, in a subprocess."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    backend, cls.report = _subprocess_report("jax")
+    assert backend == "jax", backend
+
+
+class AdaptTest(tf.test.TestCase):
+
+  def test_layers_go_where_the_config_says(self):
+    backbone = testing.tiny_backbone()
+    self.assertIs(kak.adapt(backbone, kak.AdapterConfig(adapter_size=4, mh_adapter=False,
+                                                        leave_out=(0,))), backbone)
+    first, second = backbone.transformer_layers
+    self.assertNotIsInstance(first._feedforward_dropout, layers.AdaptedSublayerOutput)
+    self.assertNotIsInstance(second._self_attention_dropout, layers.AdaptedSublayerOutput)
+    self.assertIsInstance(second._feedforward_dropout, layers.AdaptedSublayerOutput)
+
+    backbone = kak.adapt(testing.tiny_backbone(), kak.LoRAConfig())
+    for block in backbone.transformer_layers:
+      attention = block._self_attention_layer
+      self.assertIsInstance(attention._query_dense, layers.AdaptedProjection)
+      self.assertIsInstance(attention._value_dense, layers.AdaptedProjection)
+      self.assertNotIsInstance(attention._key_dense, layers.AdaptedProjection)
+      self.assertEqual(attention._value_dense.deltas[0].name, "value_lora")
+
+  def test_merge_gives_the_blocks_their_projections_back(self):
+    backbone = kak.adapt(testing.tiny_backbone(), kak.IA3Config())
+    self.assertEqual(kak.merge(backbone), 6)
+    self.assertFalse([layer for layer in backbone._flatten_layers()
+                      if isinstance(layer, (layers.AdaptedProjection, layers.MethodDelta))])
+    self.assertEqual(kak.merge(backbone), 0)
+
+  def test_a_compiled_task_fits_and_predicts_with_the_adapters(self):
+    """`BertTextClassifier` on an adapted backbone, compiled as a user compiles it: its
+    traced `predict` computes what an eager call does, adapters included, and `fit` trains
+    the adapters and not the base."""
+    backbone = kak.adapt(testing.tiny_backbone(), kak.AdapterConfig(adapter_size=4))
+    adapter = backbone.transformer_layers[1]._feedforward_dropout.adapter
+    testing.randomize([adapter])
+    inputs = testing.tiny_inputs()
+    classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
+                                                     preprocessor=None)
+    classifier.compile(optimizer="adam",
+                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    self.assertAllClose(classifier.predict(inputs, verbose=0),
+                        keras.ops.convert_to_numpy(classifier(inputs)), atol=1e-5)
+    kernel = backbone.transformer_layers[0]._self_attention_layer._query_dense.kernel
+    before = [keras.ops.convert_to_numpy(w) for w in (kernel, adapter.up_project.kernel)]
+    classifier.fit(inputs, np.array([0, 1, 0]), epochs=1, verbose=0)
+    self.assertAllEqual(keras.ops.convert_to_numpy(kernel), before[0])
+    self.assertNotAllClose(keras.ops.convert_to_numpy(adapter.up_project.kernel), before[1])
+
+
+if __name__ == "__main__":
+  tf.test.main()

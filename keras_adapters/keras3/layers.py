@@ -1,0 +1,187 @@
+"""The Keras 3 layers that `adapt` puts into a keras-hub block: a method's change to a
+projection, the projection with its changes, and a bottleneck adapter after a sub-layer.
+
+Each computes with its method's one definition (`methods/<name>/definition.py`,
+`layers/bottleneck.py`) over `keras.ops`, so Keras 2 and Keras 3 share the weights, their
+names and initialisers, the computation and the merge rule.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_adapters.layers import bottleneck
+from keras_adapters.methods import registry
+
+
+class MethodDelta(keras.layers.Layer):
+  """A registered method's trained change to one frozen projection `x · W + b` (LoRA, (IA)³).
+
+  Called with the projection's input `[tokens, in]` and the frozen projection as a function,
+  it returns the projection's new output, as the Keras 2 `ProjectionDelta` layers do.
+
+  Args:
+    method: The method's registry name ("lora", "ia3").
+    target: The projection it changes (`projections.PROJECTIONS`).
+    units: The projection's output width.
+    options: The method's layer options (its config's `layer_options(target)`).
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, method, target, units, options, **kwargs):
+    super().__init__(**kwargs)
+    self.method = method
+    self.target = target
+    self.units = units
+    self.options = dict(options)
+    self._definition = registry.get(method).definition
+
+  def build(self, input_shape):
+    self._keys = []
+    for key, (shape, initializer) in self._definition.weights(
+        self.options, input_shape[-1], self.units).items():
+      setattr(self, key, self.add_weight(shape=shape, name=key,
+                                         initializer=keras.initializers.get(initializer)))
+      self._keys.append(key)
+    self.update_dropout = keras.layers.Dropout(self.options.get("dropout", 0.0),
+                                               dtype=self.dtype_policy)
+
+  def weights_by_key(self):
+    """The layer's weights by their name inside it (`lora_a`, `scale`)."""
+    return {key: getattr(self, key) for key in self._keys}
+
+  def call(self, inputs, project, training=None):  # pylint: disable=arguments-differ
+    return self._definition.apply(ops, self.weights_by_key(), self.options, inputs, project,
+                                  lambda x: self.update_dropout(x, training=training))
+
+  def merge(self, kernel, bias):
+    """The `[in, out]` kernel and `[out]` bias with this change folded in."""
+    return self._definition.merge(ops, self.weights_by_key(), self.options, kernel, bias)
+
+
+class AdaptedProjection(keras.layers.Layer):
+  """A frozen `Dense` or `EinsumDense` of a keras-hub block with changes to it.
+
+  The projection is computed as the Keras 2 path computes it, one 2-D product
+  `[tokens, in] · [in, out] + [out]` (the attention's `[hidden, heads, head_size]` kernels
+  flattened), each change wrapping the one before, then reshaped to the projection's output
+  and passed through its activation (the feed-forward `intermediate`'s GELU comes after the
+  changes, as in the Keras 2 block).
+
+  Args:
+    projection: The frozen `Dense` or `EinsumDense`, built, with a bias.
+    deltas: `MethodDelta` layers, applied in turn (the first wraps the projection).
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, projection, deltas, **kwargs):
+    super().__init__(**kwargs)
+    self.projection = projection
+    self.deltas = list(deltas)
+    kernel, bias = projection.kernel, projection.bias
+    self._input_axes = len(kernel.shape) - len(bias.shape)
+    self.width_in = math.prod(kernel.shape[:self._input_axes])
+    self.width_out = math.prod(bias.shape)
+    for delta in self.deltas:
+      delta.build((None, self.width_in))
+    self.built = True
+
+  def call(self, inputs, training=None):
+    kernel = ops.reshape(self.projection.kernel, (self.width_in, self.width_out))
+    bias = ops.reshape(self.projection.bias, (self.width_out,))
+
+    def project(x):
+      return ops.matmul(x, ops.cast(kernel, x.dtype)) + ops.cast(bias, x.dtype)
+
+    for delta in self.deltas:
+      project = _wrapped(delta, project, training)
+    outputs = project(ops.reshape(inputs, (-1, self.width_in)))
+    outputs = ops.reshape(outputs, tuple(ops.shape(inputs)[:-self._input_axes])
+                          + tuple(self.projection.bias.shape))
+    return self.projection.activation(outputs)
+
+  def merged_projection(self):
+    """Folds the changes into the projection's kernel and bias; returns the projection."""
+    kernel, bias = self.projection.kernel, self.projection.bias
+    merged_kernel = ops.reshape(kernel, (self.width_in, self.width_out))
+    merged_bias = ops.reshape(bias, (self.width_out,))
+    for delta in self.deltas:
+      merged_kernel, merged_bias = delta.merge(merged_kernel, merged_bias)
+    kernel.assign(ops.reshape(merged_kernel, kernel.shape))
+    bias.assign(ops.reshape(merged_bias, bias.shape))
+    return self.projection
+
+  def compute_output_shape(self, input_shape):
+    return self.projection.compute_output_shape(input_shape)
+
+
+def _wrapped(delta, project, training):
+  return lambda x: delta(x, project=project, training=training)
+
+
+class BottleneckAdapter(keras.layers.Layer):
+  """A bottleneck adapter on a sub-layer's output `h`, before the block's residual add and
+  LayerNorm: by default Houlsby's `h + s · (W_up · f(W_down · h + b_down) + b_up)`, with
+  AdapterHub's options that apply there (`scaling`, `ln_before`, `ln_after`,
+  `adapter_residual_before_ln`).
+
+  Args:
+    adapter_size: `m`, the width of the down-projection.
+    activation: The nonlinearity between the projections.
+    init_stddev: Standard deviation of the projections' truncated-normal start.
+    options: The adapter's AdapterHub options (`bottleneck.LAYER_OPTIONS` keys), sequential
+      with the base's residual add and LayerNorm after it.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, adapter_size, activation, init_stddev, options, **kwargs):
+    super().__init__(**kwargs)
+    self.adapter_size = adapter_size
+    self.activation = activation
+    self.init_stddev = init_stddev
+    # The block adds the residual and applies its LayerNorm after this layer.
+    defaults = {name: bottleneck.ADAPTER_OPTIONS[name] for name in bottleneck.LAYER_OPTIONS}
+    self.options = {**defaults, **options, "original_ln_after": False}
+
+  def build(self, input_shape):
+    self.down_project, self.up_project = bottleneck.projection_layers(
+        keras, self.adapter_size, input_shape[-1], self.activation, self.init_stddev,
+        self.dtype_policy)
+    self.down_project.build(input_shape)
+    self.up_project.build(tuple(input_shape[:-1]) + (self.adapter_size,))
+    self.layer_norm_before, self.layer_norm_after = (
+        bottleneck.own_layer_norm(keras, name) if self.options[name] else None
+        for name in ("ln_before", "ln_after"))
+    for norm in (self.layer_norm_before, self.layer_norm_after):
+      if norm is not None:
+        norm.build(input_shape)
+
+  def call(self, inputs):
+    parts = bottleneck.AdapterParts(
+        project=lambda h: self.up_project(self.down_project(h)),
+        norm_before=self.layer_norm_before, norm_after=self.layer_norm_after)
+    return bottleneck.place_adapter(ops, parts, self.options, inputs, None, None)
+
+
+class AdaptedSublayerOutput(keras.layers.Layer):
+  """A keras-hub block's dropout on a sub-layer's output, then a `BottleneckAdapter`: the
+  block adds the residual to this output and normalises it, as Houlsby's placement needs.
+
+  Args:
+    dropout: The block's `Dropout` on the sub-layer's output.
+    adapter: The `BottleneckAdapter`, built.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, dropout, adapter, **kwargs):
+    super().__init__(**kwargs)
+    self.dropout = dropout
+    self.adapter = adapter
+    self.built = True
+
+  def call(self, inputs, training=None):
+    return self.adapter(self.dropout(inputs, training=training))
+
+  def compute_output_shape(self, input_shape):
+    return input_shape

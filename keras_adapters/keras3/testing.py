@@ -1,0 +1,106 @@
+"""Tiny random keras-hub backbones for fast Keras 3 tests, on whichever backend is active."""
+
+import numpy as np
+
+import keras
+import keras_hub
+
+from keras_adapters.keras3 import layers
+
+# The Keras 2 tests' tiny encoder (`hub.testing.TINY_CONFIG`) in keras-hub's terms: the same
+# block shapes, so both stacks train the same number of parameters for one config.
+TINY_BACKBONE = dict(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=16,
+                     intermediate_dim=32, max_sequence_length=16)
+
+
+def tiny_backbone(seed=0, dropout=0.0):
+  """A random-weight `BertBackbone` of `TINY_BACKBONE` (no dropout, for exact comparisons)."""
+  keras.utils.set_random_seed(seed)
+  return keras_hub.models.BertBackbone(**TINY_BACKBONE, dropout=dropout)
+
+
+def tiny_inputs(batch_size=3, seq_length=8, seed=1):
+  """A batch of token ids, segment ids and a padding mask (the last two tokens of the
+  second example padded)."""
+  rng = np.random.RandomState(seed)
+  padding_mask = np.ones([batch_size, seq_length], "int32")
+  padding_mask[1, -2:] = 0
+  return {"token_ids": rng.randint(1, TINY_BACKBONE["vocabulary_size"],
+                                   [batch_size, seq_length]).astype("int32"),
+          "segment_ids": np.zeros([batch_size, seq_length], "int32"),
+          "padding_mask": padding_mask}
+
+
+def sequence_output(backbone, inputs):
+  """The backbone's sequence output for `inputs`, as NumPy (an eager call, no tracing)."""
+  return keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+
+
+def randomize(layers, seed=2, scale=0.3):
+  """Gives every weight of `layers` random values around its own (ones stay near one), so
+  that a method's layers change the output."""
+  rng = np.random.RandomState(seed)
+  for layer in layers:
+    for weight in layer.weights:
+      value = keras.ops.convert_to_numpy(weight)
+      weight.assign(value + rng.normal(scale=scale, size=value.shape).astype(value.dtype))
+
+
+def report_configs():
+  """One config of each method `adapt` takes, with every projection or placement option the
+  Keras 3 path supports in use somewhere."""
+  from keras_adapters import keras3 as kak  # pylint: disable=g-import-not-at-top
+  return {
+      "houlsby": kak.AdapterConfig(adapter_size=4),
+      "adapters_own_norms": kak.AdapterConfig(reduction_factor=4, ln_before=True,
+                                              ln_after=True, mh_adapter=False, scaling=2.0,
+                                              activation="gelu", leave_out=(0,)),
+      "lora": kak.LoRAConfig(r=2, alpha=4.0, target_modules=(
+          "query", "key", "value", "attention_output", "intermediate", "output")),
+      "ia3": kak.IA3Config(train_layer_norms=True),
+  }
+
+
+def method_report(configs=None):
+  """What each config does to a tiny backbone, as JSON-ready numbers: the same on every
+  backend (`KERAS_BACKEND`) where the Keras 3 path is right.
+
+  For each config: `trainable` (the parameters that train), `start_change` (how far the
+  adapted backbone's output starts from the base's: 0 up to float rounding, or the
+  adapters' small start), for LoRA and (IA)³ `adapted_change` (how far random, trained-like
+  method layers move it) and `merge_change` (how far merging them then moves it), and from
+  one step of a `BertTextClassifier` on the adapted backbone: `fit_loss`, `base_changed`
+  and `base_changed` and `trained_changed` (the largest change to a weight of the backbone
+  that does not train, and that does).
+  """
+  from keras_adapters import keras3 as kak  # pylint: disable=g-import-not-at-top
+  inputs = tiny_inputs()
+  report = {}
+  for name, config in (configs or report_configs()).items():
+    backbone = tiny_backbone()
+    base = sequence_output(backbone, inputs)
+    kak.adapt(backbone, config)
+    entry = dict(trainable=int(sum(np.prod(w.shape) for w in backbone.trainable_weights)),
+                 start_change=float(np.abs(sequence_output(backbone, inputs) - base).max()))
+    frozen = [(w, keras.ops.convert_to_numpy(w)) for w in backbone.non_trainable_weights]
+    trained = [(w, keras.ops.convert_to_numpy(w)) for w in backbone.trainable_weights]
+    classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
+                                                     preprocessor=None)
+    # Eagerly, to keep the tests short: `adapt_test` traces one task's `fit` as users do.
+    classifier.compile(optimizer="adam", run_eagerly=True,
+                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = classifier.fit(inputs, np.array([0, 1, 0]), epochs=1, verbose=0)
+    entry["fit_loss"] = float(history.history["loss"][0])
+    entry["base_changed"] = max(float(np.abs(keras.ops.convert_to_numpy(w) - value).max())
+                                for w, value in frozen)
+    entry["trained_changed"] = max(float(np.abs(keras.ops.convert_to_numpy(w) - value).max())
+                                   for w, value in trained)
+    if not isinstance(config, kak.AdapterConfig):
+      randomize([layer for layer in backbone._flatten_layers()  # pylint: disable=protected-access
+                 if isinstance(layer, layers.MethodDelta)])
+      adapted = sequence_output(backbone, inputs)
+      entry["adapted_change"] = float(np.abs(adapted - base).max())
+      kak.merge(backbone)
+      entry["merge_change"] = float(np.abs(sequence_output(backbone, inputs) - adapted).max())
+    report[name] = entry
+  return report

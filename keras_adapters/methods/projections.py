@@ -1,0 +1,13 @@
+"""The projections of a BERT block that the methods change, by name: plain Python, so the
+configs that name them load on Keras 2 and Keras 3 alike."""
+
+# The projections of a BERT block, under the Model Garden's sub-layer names.
+PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "output")
+
+
+def projection_widths(target, hidden_size, intermediate_size):
+  """`(input width, output width)` of the projection `target` in a block."""
+  if target not in PROJECTIONS:
+    raise ValueError(f"Unknown projection {target!r}; a BERT block has {list(PROJECTIONS)}.")
+  return {"intermediate": (hidden_size, intermediate_size),
+          "output": (intermediate_size, hidden_size)}.get(target, (hidden_size, hidden_size))
