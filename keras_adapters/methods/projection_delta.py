@@ -12,16 +12,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-# The projections of a BERT block, under the Model Garden's sub-layer names.
-PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "output")
+from keras_adapters.methods import projections
 
-
-def projection_widths(target, hidden_size, intermediate_size):
-  """`(input width, output width)` of the projection `target` in a block."""
-  if target not in PROJECTIONS:
-    raise ValueError(f"Unknown projection {target!r}; a BERT block has {list(PROJECTIONS)}.")
-  return {"intermediate": (hidden_size, intermediate_size),
-          "output": (intermediate_size, hidden_size)}.get(target, (hidden_size, hidden_size))
+PROJECTIONS = projections.PROJECTIONS
+projection_widths = projections.projection_widths
 
 
 class ProjectionDelta(keras.layers.Layer):

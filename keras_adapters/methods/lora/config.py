@@ -5,7 +5,7 @@ from typing import Tuple
 
 from keras_adapters.methods import method_config
 from keras_adapters.methods.lora import dora
-from keras_adapters.methods.lora import layer as lora_layer
+from keras_adapters.methods.lora import definition
 from keras_adapters.utils import settings
 
 
@@ -46,7 +46,7 @@ class LoRAConfig(method_config.MethodConfig):
   init_weights: str = settings.setting(
       "lora", "How A and B start: lora (peft's and AdapterHub's default: A Kaiming-uniform, "
       "B zero), gaussian (peft: A normal with std 1/r, B zero) or bert (AdapterHub: both "
-      "normal, std 0.02).", choices=lora_layer.INITIALISATIONS, flag="lora_init_weights")
+      "normal, std 0.02).", choices=definition.INITIALISATIONS, flag="lora_init_weights")
   train_layer_norms: bool = settings.setting(
       False, "Train the base's LayerNorms with LoRA (peft and AdapterHub keep them frozen).",
       flag="lora_train_layer_norms")
@@ -72,8 +72,8 @@ class LoRAConfig(method_config.MethodConfig):
     if self.dora_variant not in dora.VARIANTS:
       raise ValueError(f"dora_variant must be one of {list(dora.VARIANTS)}, got "
                        f"{self.dora_variant!r}.")
-    if self.init_weights not in lora_layer.INITIALISATIONS:
-      raise ValueError(f"init_weights must be one of {list(lora_layer.INITIALISATIONS)}, got "
+    if self.init_weights not in definition.INITIALISATIONS:
+      raise ValueError(f"init_weights must be one of {list(definition.INITIALISATIONS)}, got "
                        f"{self.init_weights!r}.")
     self._check_common()
 

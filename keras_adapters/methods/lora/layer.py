@@ -1,19 +1,14 @@
 """The LoRA layer: a low-rank update `(alpha / r) · B · A` beside a frozen projection."""
 
-import math
-
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.methods import projection_delta
+from keras_adapters.methods.lora import definition
 from keras_adapters.methods.lora import dora
 
-# How A and B start: "lora" is peft's and AdapterHub's default (A as PyTorch's `nn.Linear`,
-# Kaiming-uniform with a=sqrt(5), i.e. uniform in ±1/sqrt(in); B zero), "gaussian" peft's
-# `init_lora_weights="gaussian"` (A normal with std 1/r; B zero), "bert" AdapterHub's
-# `init_weights="bert"` (both normal with std 0.02). With B zero the model starts as the base.
-INITIALISATIONS = ("lora", "gaussian", "bert")
+INITIALISATIONS = definition.INITIALISATIONS
 
 
 @keras.utils.register_keras_serializable(package="keras_adapters")
@@ -68,16 +63,11 @@ class LoRA(projection_delta.ProjectionDelta):
     return _scaling(dict(rank=self.rank, alpha=self.alpha, use_rslora=self.use_rslora))
 
   def build(self, input_shape):
-    width = tf.TensorShape(input_shape)[-1]
-    a_init, b_init = {
-        "lora": (keras.initializers.RandomUniform(-1 / math.sqrt(width), 1 / math.sqrt(width)),
-                 "zeros"),
-        "gaussian": (keras.initializers.RandomNormal(stddev=1 / self.rank), "zeros"),
-        "bert": (keras.initializers.RandomNormal(stddev=0.02),
-                 keras.initializers.RandomNormal(stddev=0.02)),
-    }[self.init_weights]
-    self.lora_a = self.add_weight("lora_a", [width, self.rank], initializer=a_init)
-    self.lora_b = self.add_weight("lora_b", [self.rank, self.units], initializer=b_init)
+    options = dict(rank=self.rank, init_weights=self.init_weights)
+    for key, (shape, initializer) in definition.weights(
+        options, tf.TensorShape(input_shape)[-1], self.units).items():
+      setattr(self, key, self.add_weight(key, shape,
+                                         initializer=keras.initializers.get(initializer)))
     self.update_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
     if self.use_dora:
       # Ones until `start_from` reads the base's norms.
@@ -224,5 +214,4 @@ class StackedLoRA(tf.Module):
 
 def _scaling(options):
   """`alpha / r` (or `alpha / sqrt(r)`) of a LoRA layer's options."""
-  rank, alpha = options["rank"], options["alpha"]
-  return alpha / (math.sqrt(rank) if options.get("use_rslora") else rank)
+  return definition.scaling(options)
