@@ -207,11 +207,10 @@ class UserMistakesTest(tf.test.TestCase):
         "that this run trains: drop it, or give --method='adapters'."]))
 
   def test_an_adapterhub_folder_is_sent_to_the_converter(self):
-    message = (f"'{_FIXTURE}' is an AdapterHub adapter (AdapterHub's adapter_config.json, "
-               "without this library's format_version), not an adapter artifact: convert it "
-               f"with `python experiments/convert_adapterhub.py --from_adapterhub={_FIXTURE} "
-               "--to_artifact=<folder>` and pass that folder, or load it with "
-               "keras_adapters.load_adapterhub.")
+    message = (f"'{_FIXTURE}' is an AdapterHub adapter, not an adapter artifact of this "
+               "library: convert it with `python experiments/convert_adapterhub.py "
+               f"--from_adapterhub={_FIXTURE} --to_artifact=<folder>` and pass that folder, or "
+               "load it with keras_adapters.load_adapterhub.")
     with self.assertRaises(adapter_artifact.AdapterArtifactError) as raised:
       keras_adapters.load_task_model(_FIXTURE)
     self.assertEqual(str(raised.exception), message)
@@ -468,6 +467,36 @@ class PeftAdapterHubAndMergeMistakesTest(tf.test.TestCase, parameterized.TestCas
     inputs = interop_testing.tiny_inputs()
     self.assertAllClose(loaded(inputs, training=False), self.model(inputs, training=False),
                         atol=0.05, rtol=0)
+
+  def test_a_folder_of_another_kind_names_its_reader_and_the_converter(self):
+    convert = "`python experiments/convert_adapterhub.py"
+    self.refused(
+        peft.PeftError,
+        f"'{self.adapterhub}' is an AdapterHub adapter, not a peft adapter: load it with "
+        f"keras_adapters.load_adapterhub, or convert it with {convert} "
+        f"--from_adapterhub={self.adapterhub} --to_artifact=<folder>`.",
+        peft.load_peft, self.adapterhub, base_handle=self.handle)
+    self.refused(
+        adapterhub.AdapterHubError,
+        f"'{self.peft}' is a peft adapter, not an AdapterHub adapter: load it with "
+        f"keras_adapters.load_peft, or convert it with {convert} --from_peft={self.peft} "
+        "--to_artifact=<folder>`.",
+        adapterhub.load_adapterhub, self.peft, base_handle=self.handle)
+    self.refused(
+        peft.PeftError,
+        f"'{self.artifact}' is an adapter artifact of this library, not a peft adapter: load "
+        f"it with keras_adapters.load_task_model, or convert it with {convert} "
+        f"--from_artifact={self.artifact} --to_peft=<folder>`.",
+        peft.load_peft, self.artifact)
+    as_task = (f"'{self.peft}' is a peft adapter, not an adapter artifact of this library: "
+               f"convert it with {convert} --from_peft={self.peft} --to_artifact=<folder>` and "
+               "pass that folder, or load it with keras_adapters.load_peft.")
+    self.refused(adapter_artifact.AdapterArtifactError, as_task,
+                 keras_adapters.load_task_model, self.peft)
+    export_dir = os.path.join(self.create_tempdir().full_path, "multitask")
+    self.refused(adapter_artifact.AdapterArtifactError, as_task,
+                 keras_adapters.export_multitask, self.handle, {"x": self.peft}, export_dir)
+    self.assertFalse(os.path.exists(export_dir))
 
   def test_adapterhub_lora_placement_is_named_by_adapterhubs_options(self):
     def no_attention(meta):

@@ -93,27 +93,22 @@ def write_artifact(directory, config, tensors, overwrite=False):
   """Writes an artifact folder atomically.
 
   Args:
-    directory: Folder to write. An existing artifact there is replaced; any other non-empty
-      folder is refused unless `overwrite`, so a wrong path never deletes a user's files.
+    directory: Folder to write. An existing artifact there is replaced; a folder holding
+      files of another kind is refused unless `overwrite`, so a wrong path never replaces a
+      user's files. Files the artifact does not consist of stay.
     config: The config dict (without `format_version` and `tensors`, which are added).
     tensors: Name → numpy array.
-    overwrite: Replace a non-empty folder that is not an artifact.
+    overwrite: Write into a folder that holds files of another kind.
 
   Returns:
     `directory`.
   """
-  directory = os.fspath(directory)
-  if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory) and not overwrite
-      and not tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))):
-    raise AdapterArtifactError(
-        f"{directory!r} is a non-empty folder that is not an adapter artifact; saving there "
-        f"would delete what it holds. Pick another folder, or pass overwrite=True to replace "
-        f"it.")
+  check_output_folder(directory, ARTIFACT, overwrite)
   weights = safetensors_numpy.save(tensors)
   config = dict(config, format_version=FORMAT_VERSION,
                 tensors={key: list(value.shape) for key, value in tensors.items()},
                 checksums={WEIGHTS_FILE: _sha256(weights)})
-  with atomic_io.atomic_directory(directory) as staging:
+  with atomic_io.atomic_directory(directory, marker=CONFIG_FILE) as staging:
     atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE), weights)
     atomic_io.write_json(os.path.join(staging, CONFIG_FILE), config)
   return directory
@@ -134,14 +129,7 @@ def read_adapter_config(directory):
     raise AdapterArtifactError(
         f"No adapter artifact at {directory!r}{tilde}: {CONFIG_FILE} is missing. Pass a "
         "folder written by save_adapters().")
-  if isinstance(config, dict) and "format_version" not in config and is_adapterhub_folder(
-      directory, config):
-    raise AdapterArtifactError(
-        f"{os.fspath(directory)!r} is an AdapterHub adapter (AdapterHub's {CONFIG_FILE}, "
-        "without this library's format_version), not an adapter artifact: convert it with "
-        f"`python experiments/convert_adapterhub.py --from_adapterhub={os.fspath(directory)} "
-        "--to_artifact=<folder>` and pass that folder, or load it with "
-        "keras_adapters.load_adapterhub.")
+  check_input_folder(directory, ARTIFACT, config)
   if not isinstance(config, dict) or config.get("format_version") not in _READABLE_VERSIONS:
     version = config.get("format_version") if isinstance(config, dict) else None
     raise AdapterArtifactError(
@@ -154,17 +142,85 @@ def read_adapter_config(directory):
 # that file (`config` holds the adapter's options, `name` its name).
 _ADAPTERHUB_FILES = ("adapter.safetensors", "pytorch_adapter.bin", "head_config.json")
 _ADAPTERHUB_KEYS = ("config", "hidden_size", "model_class", "model_type", "version")
+# The kinds of folder `folder_kind` tells apart.
+EMPTY = "empty"
+ARTIFACT = "artifact"
+PEFT = "peft"
+ADAPTERHUB = "adapterhub"
+OTHER = "other"
+_KIND_NAMES = {ARTIFACT: "an adapter artifact of this library", PEFT: "a peft adapter",
+               ADAPTERHUB: "an AdapterHub adapter", OTHER: "other files"}
 
 
-def is_adapterhub_folder(directory, config=None) -> bool:
-  """Whether `directory` holds an AdapterHub adapter (its files or its config's keys), not
-  an artifact of this library; `config`: its parsed `adapter_config.json`, if read."""
+def folder_kind(directory, config=None):
+  """What `directory` holds: `EMPTY` (nothing, or no folder), `ARTIFACT` (this library's
+  adapter artifact), `PEFT` (peft's `save_pretrained`), `ADAPTERHUB` (AdapterHub's
+  `save_adapter`) or `OTHER`; `config`: its parsed `adapter_config.json`, if read."""
   directory = os.fspath(directory)
+  if not tf.io.gfile.isdir(directory) or not tf.io.gfile.listdir(directory):
+    return EMPTY
+  if config is None:
+    try:
+      config = atomic_io.read_json(os.path.join(directory, CONFIG_FILE))
+    except (tf.errors.OpError, UnicodeDecodeError, json.JSONDecodeError):
+      config = None
   if isinstance(config, dict) and "format_version" in config:
-    return False
-  if isinstance(config, dict) and sum(key in config for key in _ADAPTERHUB_KEYS) >= 2:
-    return True
-  return any(tf.io.gfile.exists(os.path.join(directory, name)) for name in _ADAPTERHUB_FILES)
+    return ARTIFACT
+  if isinstance(config, dict) and "peft_type" in config:
+    return PEFT
+  if ((isinstance(config, dict) and sum(key in config for key in _ADAPTERHUB_KEYS) >= 2)
+      or any(tf.io.gfile.exists(os.path.join(directory, name)) for name in _ADAPTERHUB_FILES)):
+    return ADAPTERHUB
+  return OTHER
+
+
+def check_output_folder(directory, kind, overwrite, error=AdapterArtifactError):
+  """Refuses to write a `kind` folder into `directory` when it holds files of another kind,
+  unless `overwrite`: a wrong path, or a conversion into its own source, must not replace a
+  user's files. (Writers replace only the files they write; see `atomic_io`.)
+
+  Args:
+    directory: The folder about to be written.
+    kind: What the writer writes (`ARTIFACT`, `PEFT` or `ADAPTERHUB`).
+    overwrite: The caller's permission to write over files of another kind.
+    error: The exception type to raise.
+  """
+  held = folder_kind(directory)
+  if overwrite or held in (EMPTY, kind):
+    return
+  raise error(f"{os.fspath(directory)!r} holds {_KIND_NAMES[held]}, not {_KIND_NAMES[kind]}; "
+              f"writing there would replace its files. Pick another folder, or pass "
+              f"overwrite=True (--overwrite on the command line) to write there anyway.")
+
+
+# How each kind of adapter folder is read.
+_LOADERS = {ARTIFACT: "keras_adapters.load_task_model", PEFT: "keras_adapters.load_peft",
+            ADAPTERHUB: "keras_adapters.load_adapterhub"}
+
+
+def check_input_folder(directory, kind, config=None, error=AdapterArtifactError):
+  """Refuses to read `directory` as a `kind` folder when it holds another kind of adapter,
+  naming what reads it: its loader and the conversion of `experiments/convert_adapterhub.py`
+  (whose flags are `--from_<kind>` and `--to_<kind>`).
+
+  Args:
+    directory: The folder about to be read.
+    kind: What the reader reads (`ARTIFACT`, `PEFT` or `ADAPTERHUB`).
+    config: Its parsed `adapter_config.json`, if read.
+    error: The exception type to raise.
+  """
+  held = folder_kind(directory, config)
+  if held not in _LOADERS or held == kind:
+    return  # The reader's own checks name what is missing or wrong.
+  directory = os.fspath(directory)
+  # The script converts to and from artifacts only.
+  target = kind if ARTIFACT in (held, kind) else ARTIFACT
+  command = (f"`python experiments/convert_adapterhub.py --from_{held}={directory} "
+             f"--to_{target}=<folder>`")
+  fix = (f"convert it with {command} and pass that folder, or load it with {_LOADERS[held]}"
+         if kind == ARTIFACT else
+         f"load it with {_LOADERS[held]}, or convert it with {command}")
+  raise error(f"{directory!r} is {_KIND_NAMES[held]}, not {_KIND_NAMES[kind]}: {fix}.")
 
 
 def read_tensors(directory):

@@ -30,6 +30,7 @@ import numpy as np
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.interop import adapterhub_lora
 from keras_adapters.interop import safetensors_files
@@ -110,11 +111,8 @@ def load_adapterhub(directory, base_handle=None):
   """
   directory = os.fspath(directory)
   meta = _read_json(directory, CONFIG_FILE, "an AdapterHub adapter")
-  if "format_version" in meta:
-    raise AdapterHubError(
-        f"{directory!r} is an adapter artifact of this library, not an AdapterHub adapter: "
-        f"convert it with --from_artifact={directory} --to_adapterhub=<folder>, or load it "
-        "with keras_adapters.load_task_model.")
+  adapter_artifact.check_input_folder(directory, adapter_artifact.ADAPTERHUB, meta,
+                                      AdapterHubError)
   head_meta = _read_json(directory, HEAD_CONFIG_FILE, "its head (save it with_head=True)")
   if tf.io.gfile.exists(os.path.join(directory, _FUSION_FILE)):
     raise AdapterHubError(f"{directory!r} holds an AdapterFusion ({_FUSION_FILE}); fusion is "
@@ -178,11 +176,13 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
 
   Args:
     model: A `build_classifier` model around an `AdaptedBert` (one adapter set).
-    directory: Folder to write (replaced atomically if it holds an AdapterHub artifact).
+    directory: Folder to write. An AdapterHub adapter there is replaced; a folder holding
+      files of another kind is refused unless `overwrite`. Other files in it stay.
     model_name: The Hugging Face name of the base, recorded for AdapterHub; default the
       embedded default's when the model runs on it.
     layer_norms: `"error"` (refuse changed LayerNorms) or `"file"` (write them beside).
-    overwrite: Replace a non-empty folder that is not an AdapterHub artifact.
+    overwrite: Write into a folder that holds files of another kind (a peft adapter, this
+      library's artifact, anything else).
 
   Returns:
     `directory`.
@@ -193,6 +193,8 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   """
   if layer_norms not in ("error", "file"):
     raise AdapterHubError(f"layer_norms={layer_norms!r}: pass 'error' or 'file'.")
+  adapter_artifact.check_output_folder(directory, adapter_artifact.ADAPTERHUB, overwrite,
+                                       AdapterHubError)
   bert = saving.the_unmerged_bert(model, "save_adapterhub", AdapterHubError)
   name = saving._set_name(model, bert, None)
   config = bert.adapter_configs[name]
@@ -229,7 +231,7 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   meta = dict(model_name=model_name or _default_model_name(bert), model_class="BertAdapterModel",
               model_type="bert", hidden_size=bert.encoder.hidden_size, name=name,
               version=ADAPTERHUB_VERSION)
-  with atomic_io.atomic_directory(_checked_output(directory, overwrite)) as staging:
+  with atomic_io.atomic_directory(directory, marker=CONFIG_FILE) as staging:
     _write_json(staging, CONFIG_FILE, dict(meta, config=adapterhub_config(
         config, bert.encoder.hidden_size)))
     _write_json(staging, HEAD_CONFIG_FILE, dict(meta, config=_head_to_adapterhub(head)))
@@ -237,6 +239,9 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
     _write_tensors(staging, HEAD_WEIGHTS_FILE, heads)
     if changed:
       _write_layer_norms(staging, bert, name)
+  if not changed:  # An earlier save's LayerNorms would no longer belong to this adapter.
+    for stale in (LAYER_NORMS_FILE, LAYER_NORMS_README):
+      atomic_io.remove(os.path.join(directory, stale))
   return directory
 
 
@@ -601,16 +606,6 @@ def _write_tensors(directory, filename, tensors):
 
 def _pickled_files(directory):
   return [f for f in _PICKLED_FILES if tf.io.gfile.exists(os.path.join(directory, f))]
-
-
-def _checked_output(directory, overwrite):
-  directory = os.fspath(directory)
-  if (tf.io.gfile.isdir(directory) and tf.io.gfile.listdir(directory) and not overwrite
-      and not tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))):
-    raise AdapterHubError(
-        f"{directory!r} is a non-empty folder that is not an AdapterHub artifact; writing "
-        "there would delete what it holds. Pick another folder or pass overwrite=True.")
-  return directory
 
 
 def _write_json(directory, filename, values):

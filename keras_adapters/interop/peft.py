@@ -25,6 +25,7 @@ import numpy as np
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
 from keras_adapters.interop import safetensors_files
@@ -87,6 +88,7 @@ def load_peft(directory, base_handle=None):
   """
   directory = os.fspath(directory)
   meta = _read_config(directory)
+  adapter_artifact.check_input_folder(directory, adapter_artifact.PEFT, meta, PeftError)
   tensors = _read_tensors(directory)
   handle = _base_handle(meta, base_handle, directory)
   # Read once: AdaptedBert reads the same base from the cache of read_hub_encoder.
@@ -114,7 +116,7 @@ def load_peft(directory, base_handle=None):
   return model
 
 
-def save_peft(model, directory, *, base_model_name_or_path=None):
+def save_peft(model, directory, *, base_model_name_or_path=None, overwrite=False):
   """Writes a LoRA task model as a peft artifact that `PeftModel.from_pretrained` loads.
 
   The model must be `AdaptedBert(LoRAConfig(...))` with a `build_classifier` head of one
@@ -123,13 +125,18 @@ def save_peft(model, directory, *, base_model_name_or_path=None):
 
   Args:
     model: The task model.
-    directory: Folder to write (replaced atomically).
+    directory: Folder to write. A peft adapter there is replaced; a folder holding files of
+      another kind is refused unless `overwrite`. Other files in it stay, as with peft's
+      `save_pretrained`.
     base_model_name_or_path: The Hugging Face name of the base, recorded for peft; default
       the embedded default's when the model runs on it.
+    overwrite: Write into a folder that holds files of another kind (an AdapterHub adapter,
+      this library's artifact, anything else).
 
   Returns:
     `directory`.
   """
+  adapter_artifact.check_output_folder(directory, adapter_artifact.PEFT, overwrite, PeftError)
   bert = saving.the_unmerged_bert(model, "save_peft", PeftError)
   config = bert.adapter_config
   if not isinstance(config, LoRAConfig):
@@ -155,7 +162,7 @@ def save_peft(model, directory, *, base_model_name_or_path=None):
              for key, variable in saving.task_variables(model).items() if key in names}
   meta = _peft_config(config, bert.encoder.num_layers,
                       base_model_name_or_path or _default_base_name(bert))
-  with atomic_io.atomic_directory(directory) as staging:
+  with atomic_io.atomic_directory(directory, marker=CONFIG_FILE) as staging:
     atomic_io.write_json(os.path.join(staging, CONFIG_FILE), meta)
     atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE),
                           safetensors_numpy.save(tensors, {"format": "pt"}))

@@ -105,7 +105,7 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   module = _MultitaskModule(encoder, specs, base.config["layer_norm_epsilon"])
   signatures = {spec.name: module.task_signature(index) for index, spec in enumerate(specs)}
   signatures[ROUTED_SIGNATURE] = signatures["serving_default"] = module.routed_signature()
-  with atomic_io.atomic_directory(export_dir) as staging:
+  with atomic_io.atomic_directory(export_dir, marker="saved_model.pb") as staging:
     tf.saved_model.save(module, staging, signatures=signatures)
   return export_dir
 
