@@ -48,13 +48,17 @@ def apply(ops, weights_by_key, options, inputs, project, dropout):
     project: The frozen projection, a function of `inputs`.
     dropout: A function of the update's input, the layer's dropout.
   """
-  # One 2-D product per factor, over every token, as the attention's projections are.
   tokens = dropout(ops.reshape(inputs, [-1, inputs.shape[-1]]))
-  update = ops.matmul(
-      ops.matmul(tokens, ops.cast(weights_by_key["lora_a"], tokens.dtype)),
-      ops.cast(weights_by_key["lora_b"] * scaling(options), tokens.dtype))
   output = project(inputs)
+  update = low_rank_update(ops, weights_by_key, options, tokens)
   return output + ops.reshape(ops.cast(update, output.dtype), ops.shape(output))
+
+
+def low_rank_update(ops, weights_by_key, options, tokens):
+  """`s · tokens · A · B` for `tokens` `[n, in]`, in their dtype."""
+  # One 2-D product per factor, over every token, as the attention's projections are.
+  return ops.matmul(ops.matmul(tokens, ops.cast(weights_by_key["lora_a"], tokens.dtype)),
+                    ops.cast(weights_by_key["lora_b"] * scaling(options), tokens.dtype))
 
 
 def merge(ops, weights_by_key, options, kernel, bias):

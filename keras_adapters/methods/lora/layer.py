@@ -60,12 +60,16 @@ class LoRA(projection_delta.ProjectionDelta):
   @property
   def scaling(self):
     """The factor `s` on `A · B`."""
-    return _scaling(dict(rank=self.rank, alpha=self.alpha, use_rslora=self.use_rslora))
+    return _scaling(self._options())
+
+  def _options(self):
+    """The options `definition` reads."""
+    return dict(rank=self.rank, alpha=self.alpha, use_rslora=self.use_rslora,
+                init_weights=self.init_weights)
 
   def build(self, input_shape):
-    options = dict(rank=self.rank, init_weights=self.init_weights)
     for key, (shape, initializer) in definition.weights(
-        options, tf.TensorShape(input_shape)[-1], self.units).items():
+        self._options(), tf.TensorShape(input_shape)[-1], self.units).items():
       setattr(self, key, self.add_weight(key, shape,
                                          initializer=keras.initializers.get(initializer)))
     self.update_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
@@ -83,11 +87,9 @@ class LoRA(projection_delta.ProjectionDelta):
       self.magnitude.assign(dora.column_norm(tf, kernel, update, self.dora_variant))
 
   def call(self, inputs, project, training=None):
-    # One 2-D product per factor, over every token, as the attention's projections are.
     tokens = tf.reshape(inputs, [-1, inputs.shape[-1]])
     tokens = self.update_dropout(tokens, training=training)
-    update = tf.matmul(tf.matmul(tokens, tf.cast(self.lora_a, tokens.dtype)),
-                       tf.cast(self.lora_b * self.scaling, tokens.dtype))
+    update = definition.low_rank_update(tf, self.weights_by_key(), self._options(), tokens)
     output = project(inputs)
     update = tf.reshape(tf.cast(update, output.dtype), tf.shape(output))
     if not self.use_dora:
@@ -108,7 +110,7 @@ class LoRA(projection_delta.ProjectionDelta):
     return self.magnitude / dora.column_norm(tf, kernel, update, self.dora_variant)
 
   def merge(self, kernel, bias):
-    merged = kernel + self.scaling * tf.matmul(self.lora_a, self.lora_b)
+    merged, _ = definition.merge(tf, self.weights_by_key(), self._options(), kernel, bias)
     if not self.use_dora:
       return merged, bias
     factor = self._dora_factor(kernel)
