@@ -935,9 +935,9 @@ def cases() -> Sequence[Case]:
                         r"corrupt .*: a download or copy was cut short\?")),
       Case(message, "an AdapterHub folder given to load_task_model",
            lambda ws: saving.load_task_model(_ADAPTERHUB_FIXTURE),
-           expect_error(adapter_artifact.AdapterArtifactError, r"is an AdapterHub adapter .*"
-                        r"convert it with `python experiments/convert_adapterhub\.py "
-                        r"--from_adapterhub=")),
+           expect_error(adapter_artifact.AdapterArtifactError, r"is an AdapterHub adapter, not "
+                        r"an adapter artifact of this library: convert it with `python "
+                        r"experiments/convert_adapterhub\.py --from_adapterhub=")),
       Case(message, "a results_dir that is a file (the CLIs check every output folder first)",
            lambda ws: atomic_io.check_output_dir(ws.reviews, "results_dir"),
            expect_error(NotADirectoryError, r"^results_dir='.*reviews\.csv' is a file, or inside "

@@ -46,12 +46,17 @@ _KEY_PACKAGES = ("tensorflow", "tf-keras", "tensorflow-text", "tf-models-officia
 _CLEARED_VARIABLES = ("PIP_CONSTRAINT", "PIP_REQUIREMENT", "KERAS_ADAPTERS_OFFLINE",
                       "KERAS_ADAPTERS_CACHE", "PYTHONPATH", "TF_USE_LEGACY_KERAS")
 
-flags.DEFINE_string("work_dir", None,
-                    "Folder for the wheel, the venv, the cache and the quick start's files; "
-                    "default: a new temporary folder, deleted at the end.")
-flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "wheel_install.json"),
-                    "Where to write the results (JSON).")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """The script's flags, defined when it runs: its test imports the module beside other
+  bench modules that define `--output` too."""
+  flags.DEFINE_string("work_dir", None,
+                      "Folder for the wheel, the venv, the cache and the quick start's files; "
+                      "default: a new temporary folder, deleted at the end.")
+  flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "wheel_install.json"),
+                      "Where to write the results (JSON).")
 
 
 def wheel_top_level(wheel: str) -> List[str]:
@@ -179,4 +184,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
