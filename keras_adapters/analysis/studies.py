@@ -22,8 +22,8 @@ Studies (`build_study`):
   tradeoff: adapters of sizes 2 ... 256, top-k for k = 1 ... L, LayerNorm-only and full
     fine-tuning, and the methods that followed (LoRA of ranks 1 ... 64, (IA)³), scored
     against trained parameters. Figures 3 and 4.
-  learning_rate: adapters and full fine-tuning at learning rates in [2e-5, 1e-3], and the
-    methods that followed at theirs (`LEARNING_RATES`). Figure 7.
+  learning_rate: every method of the comparison (`method_comparison.METHODS`) at the rates of
+    `LEARNING_RATES`, each grid wide enough that its best rate is inside it. Figure 7.
 """
 
 import dataclasses
@@ -61,11 +61,15 @@ EVAL_SPLIT = "validation"
 INIT_STDDEVS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 ADAPTER_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
 LORA_RANKS = (1, 2, 4, 8, 16, 64)
-# Figure 7's methods and the rates each is tried at. LoRA and (IA)³ start as the identity (B at
-# zero, scales at one) and train fewer parameters, so their range reaches higher; the adapters'
-# reaches 3e-3, past the paper's range, as LoRA's best is there.
+# Figure 7's methods and the rates each is tried at: every method of the comparison, so each
+# trains there at a rate selected the same way. A grid whose best rate sits at its edge grows
+# past it (the adapters' best was 3e-3, its top). LoRA, (IA)³ and LayerNorm-only train few
+# parameters from the identity (B at zero, scales at one), so their ranges reach higher; top-k
+# trains whole layers, as full fine-tuning does.
 _PAPER_RANGE = (2e-5, 5e-5, 1e-4, 3e-4, 1e-3)
-LEARNING_RATES = dict(adapters=_PAPER_RANGE + (3e-3,), full=_PAPER_RANGE,
+LEARNING_RATES = dict(adapters=_PAPER_RANGE + (3e-3, 1e-2), full=_PAPER_RANGE,
+                      top_k=(3e-5, 1e-4, 3e-4, 1e-3),
+                      layer_norm=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
                       lora=(3e-4, 1e-3, 3e-3, 1e-2), ia3=(1e-3, 3e-3, 1e-2, 3e-2))
 # The paper's budget: its sweep of learning rates for the additional tasks (section 3.3),
 # a denser grid over Figure 7's range, where each rate keeps its best of two epoch counts.

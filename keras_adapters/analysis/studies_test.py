@@ -93,6 +93,8 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(rates, {method: list(values)
                              for method, values in studies.LEARNING_RATES.items()})
     self.assertEqual(rates["lora"], [3e-4, 1e-3, 3e-3, 1e-2])
+    # Every method of the comparison has its rate selected by this study.
+    self.assertEqual(set(rates), set(method_comparison.METHODS))
 
   @parameterized.parameters(*studies.STUDIES)
   def test_trials_have_distinct_folders_and_shared_settings_share_them(self, name):
@@ -339,6 +341,19 @@ class CommittedStudiesTest(tf.test.TestCase):
       with open(summary_path, "w", encoding="utf-8") as f:
         json.dump(committed, f)
       study = studies.build_study(name, base, [0, 1, 2], num_layers=6)
+      # A grid may have grown past its committed record while the study reruns: only its new
+      # points may be missing, and the recorded ones must resume without a run.
+      recorded = {run["name"] for run in committed["runs"]}
+      missing = [dict(trial.point) for trial in study.trials if trial.name not in recorded]
+      if name == "learning_rate":
+        recorded_points = {(point["method"], point["learning_rate"])
+                           for point in committed["points"]}
+        self.assertFalse({(point["method"], point["learning_rate"]) for point in missing}
+                         & recorded_points)
+      else:
+        self.assertEqual(missing, [], name)
+      study = dataclasses.replace(
+          study, trials=tuple(trial for trial in study.trials if trial.name in recorded))
       summary = studies.run_study(study, spec, splits, self.create_tempdir().full_path,
                                   summary_path, studies.CPU_BUDGET, run_fn=must_not_run,
                                   log=lambda _: 0)
