@@ -5,7 +5,8 @@
   name of `keras_adapters.__all__`, and `__all__` is every public name the package imports.
 * Every fenced ```python block runs, in page order, each page in a fresh folder and
   namespace, on tiny random TF Hub BERTs standing in for `ka.default_hub_handle()` and
-  `ka.default_preprocess_handle()`. Every ```bash block runs there too (the repository's
+  `ka.default_preprocess_handle()`, and a tiny keras-hub preset for the embedded default's
+  Hugging Face folder (`keras_adapters.hub.default_model.source_model_dir()`). Every ```bash block runs there too (the repository's
   files linked beside it), and a ```text block right after one holds lines its output must
   contain.
 * A block too slow for the suite says so on the line before it:
@@ -102,40 +103,57 @@ def script_commands(block: Block) -> List[List[str]]:
 
 def parse_commands(commands: List[List[str]]) -> List[str]:
   """Parses each `[script, flags...]` with the flags that script defines; returns one message
-  per command that its script refuses. Every script is loaded into this one process: the
-  flags a script and its `experiments` modules define are removed before the next loads."""
+  per command that its script refuses. Every script is loaded into this one process."""
   # pylint: disable=g-import-not-at-top
   from absl import flags
   from experiments import cli
-  keep = {name for name in sys.modules if name.startswith("experiments")}
   errors = []
   for script in sorted({command[0] for command in commands}):
-    path = os.path.join(_REPO, script)
-    # As `python <script>` does: its own folder first on the path (bench/'s `import harness`).
-    sys.path.insert(0, os.path.dirname(path))
-    try:
-      runpy.run_path(path, run_name="docs_test_script")
-    finally:
-      sys.path.remove(os.path.dirname(path))
-    for command in (c for c in commands if c[0] == script):
-      flags.FLAGS.unparse_flags()
-      try:
-        cli.check_arguments(flags.FLAGS([script] + command[1:]))
-      except Exception as error:  # pylint: disable=broad-except
-        errors.append(f"{' '.join(command)}: {type(error).__name__}: {error}")
-    # Copies: deleting a flag takes it out of these lists.
-    for module, defined in list(flags.FLAGS.flags_by_module_dict().items()):
-      if module == "docs_test_script" or (module.startswith("experiments")
-                                          and module not in keep):
-        for flag in list(defined):
-          if flag.name in flags.FLAGS:
-            delattr(flags.FLAGS, flag.name)
-    # So that the next script imports them afresh, and they define their flags again.
-    for module in [m for m in sys.modules if m.startswith("experiments") and m not in keep]:
-      del sys.modules[module]
-      if hasattr(sys.modules["experiments"], module.split(".")[-1]):
-        delattr(sys.modules["experiments"], module.split(".")[-1])
+    with _script_loaded(script):
+      for command in (c for c in commands if c[0] == script):
+        flags.FLAGS.unparse_flags()
+        try:
+          cli.check_arguments(flags.FLAGS([script] + command[1:]))
+        except Exception as error:  # pylint: disable=broad-except
+          errors.append(f"{' '.join(command)}: {type(error).__name__}: {error}")
   return errors
+
+
+def defined_flags(scripts: List[str]) -> List[str]:
+  """Every flag name that one of `scripts` (paths relative to the repository) defines, absl's
+  own (`--helpfull`, `--flagfile`) included, loading them all into this one process."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  names = set()
+  for script in scripts:
+    with _script_loaded(script):
+      names.update(flags.FLAGS)
+  return sorted(names)
+
+
+@contextlib.contextmanager
+def _script_loaded(script: str):
+  """Runs `script` (not as `__main__`) so that its flags are defined while in the block; then
+  removes every flag defined since, and the repository's script modules imported since, so
+  that the next script defines its own afresh."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags_before, modules_before = set(flags.FLAGS), set(sys.modules)
+  path = os.path.join(_REPO, script)
+  # As `python <script>` does: its own folder first on the path (bench/'s `import harness`).
+  sys.path.insert(0, os.path.dirname(path))
+  try:
+    runpy.run_path(path, run_name="docs_test_script")
+    yield
+  finally:
+    sys.path.remove(os.path.dirname(path))
+    for name in set(flags.FLAGS) - flags_before:
+      delattr(flags.FLAGS, name)
+    scripts = tuple(os.path.join(_REPO, folder) + os.sep for folder in ("experiments", "bench"))
+    for name in set(sys.modules) - modules_before:
+      if (getattr(sys.modules[name], "__file__", None) or "").startswith(scripts):
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and hasattr(sys.modules[parent], child):
+          delattr(sys.modules[parent], child)
 
 
 def _all_blocks():
@@ -216,14 +234,18 @@ class DocsTest(tf.test.TestCase):
   def test_python_blocks_run(self):
     """Every Python block runs (a skip-run one compiles), on tiny stand-ins for the base."""
     import keras_adapters as ka  # pylint: disable=g-import-not-at-top
-    from keras_adapters.hub import testing  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    from keras_adapters.hub import default_model
+    from keras_adapters.hub import testing
     # The examples export with 128 tokens, as the embedded base takes.
     handle = testing.save_tiny_hub_encoder(
         os.path.join(self.create_tempdir().full_path, "encoder"), max_sequence_length=128)
     preprocess_handle = testing.tiny_preprocess_handle()
+    preset = _save_tiny_keras_hub_preset(self.create_tempdir().full_path)
     ran = 0
     with mock.patch.object(ka, "default_hub_handle", lambda: handle), \
-         mock.patch.object(ka, "default_preprocess_handle", lambda: preprocess_handle):
+         mock.patch.object(ka, "default_preprocess_handle", lambda: preprocess_handle), \
+         mock.patch.object(default_model, "source_model_dir", lambda: preset):
       for page in _PAGES:
         page_blocks = [b for b in self.blocks if b.page == page and b.language in
                        ("python", "bash")]
@@ -291,6 +313,24 @@ class DocsTest(tf.test.TestCase):
       self.assertIn(line, output, where)
 
 
+def _save_tiny_keras_hub_preset(folder):
+  """A keras-hub preset of a tiny random BERT and its tokenizer, standing in for the embedded
+  default's Hugging Face folder (`default_model.source_model_dir()`), which keras-hub reads
+  the same way; 128 positions, as the examples' sequences take."""
+  # pylint: disable=g-import-not-at-top
+  import keras
+  import keras_hub
+  from keras_adapters.hub import testing as hub_testing
+  from keras_adapters.keras3 import testing
+  keras.utils.set_random_seed(0)
+  keras_hub.models.BertBackbone(**dict(testing.TINY_BACKBONE, max_sequence_length=128)
+                                ).save_to_preset(folder)
+  vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(hub_testing.TINY_WORDS)
+  keras_hub.models.BertTokenizer(
+      vocabulary=vocabulary[:testing.TINY_BACKBONE["vocabulary_size"]]).save_to_preset(folder)
+  return folder
+
+
 @contextlib.contextmanager
 def _working_dir(folder):
   previous = os.getcwd()
@@ -305,5 +345,7 @@ if __name__ == "__main__":
   if sys.argv[1:] == ["--parse_commands"]:
     # Prints the refusals as the last line, after whatever the scripts print on import.
     print(json.dumps(parse_commands(json.load(sys.stdin))))
+  elif sys.argv[1:] == ["--defined_flags"]:
+    print(json.dumps(defined_flags(json.load(sys.stdin))))
   else:
     tf.test.main()
