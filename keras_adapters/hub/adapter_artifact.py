@@ -32,11 +32,12 @@ import re
 from typing import Optional, Tuple
 
 from absl import logging
+import numpy as np
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
-from keras_adapters.methods import projection_delta
+from keras_adapters.methods import projections
 from keras_adapters.methods import registry
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -50,7 +51,7 @@ _READABLE_VERSIONS = (1, 2)
 _TASK_TENSOR = re.compile(
     r"head/|embeddings/layer_norm/|transformer/layer_\d+/(self_attention_layer_norm|"
     r"output_layer_norm|attention_adapter|feedforward_adapter|"
-    rf"({'|'.join(projection_delta.PROJECTIONS)})/({'|'.join(registry.names())}))/")
+    rf"({'|'.join(projections.PROJECTIONS)})/({'|'.join(registry.names())}))/")
 
 
 class AdapterArtifactError(errors.UsageError):
@@ -331,3 +332,75 @@ def label_names(head) -> Optional[Tuple[str, ...]]:
   if head["num_classes"] == 1 and not head.get("label_names"):
     return None
   return tuple(head.get("label_names") or (str(i) for i in range(head["num_classes"])))
+
+
+def weights_fingerprint(weights):
+  """SHA-256 of a name → array mapping, independent of the mapping's order: a base's
+  fingerprint, over its weights under their Model Garden names, on either stack."""
+  digest = hashlib.sha256()
+  for name in sorted(weights):
+    value = np.ascontiguousarray(weights[name])
+    digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
+    digest.update(value.tobytes())
+  return digest.hexdigest()
+
+
+def task_config(*, base, adapter_name, adapter_config, head, preprocessing, metadata):
+  """The config an artifact records (without what `write_artifact` adds).
+
+  Args:
+    base: The base's record: `handle`, `fingerprint`, `activation`, `dropout_rate`,
+      `attention_dropout_rate`, `layer_norm_epsilon`.
+    adapter_name: The adapter set's name.
+    adapter_config: Its config (`AdapterConfig`, `LoRAConfig`, `IA3Config`).
+    head: The head's fields as a dict (`HeadConfig`'s), or `None`.
+    preprocessing: A `PreprocessingConfig`, or `None`.
+    metadata: The caller's JSON-serialisable dict, or `None`.
+  """
+  return dict(
+      base={key: base[key] for key in _BASE_KEYS}, adapter_name=adapter_name,
+      adapter_config=adapter_config.to_dict(), head=None if head is None else _head(head),
+      preprocessing=None if preprocessing is None else preprocessing.to_dict(),
+      metadata=metadata or {})
+
+
+_BASE_KEYS = ("handle", "fingerprint", "activation", "dropout_rate", "attention_dropout_rate",
+              "layer_norm_epsilon")
+
+
+def _head(head):
+  values = dict(head)
+  if values.get("label_names") is not None:
+    values["label_names"] = list(values["label_names"])
+  if not values.get("hidden_layers"):
+    # A single dense layer is recorded as before hidden layers existed: readers of either
+    # version rebuild it.
+    values.pop("hidden_layers", None)
+    values.pop("hidden_activation", None)
+  return values
+
+
+def check_base(config, directory, fingerprint, handle):
+  """Raises unless the artifact was trained on the base of `fingerprint` (at `handle`)."""
+  recorded = base_fingerprint(config)
+  if recorded != fingerprint:
+    raise AdapterArtifactError(
+        f"The adapters at {directory!r} were trained on another base model (saved from "
+        f"{base_handle(config)!r}, fingerprint {recorded[:12]}...); this model wraps "
+        f"{handle!r} ({fingerprint[:12]}...). Attach them to the base they were trained on.")
+
+
+def check_tensors_fit(config, directory, tensors, shapes):
+  """Raises unless the artifact's `tensors` are exactly the model's, of its `shapes` (key →
+  shape tuple)."""
+  if set(tensors) != set(shapes):
+    missing, extra = sorted(set(shapes) - set(tensors)), sorted(set(tensors) - set(shapes))
+    raise AdapterArtifactError(
+        f"The artifact at {directory!r} does not fit this model: the model needs {missing} "
+        f"and the artifact has unexpected {extra}. Build the model with the same adapter "
+        f"configuration and head as when saving ({config.get('adapter_config')}).")
+  for key, shape in shapes.items():
+    if tuple(shape) != tensors[key].shape:
+      raise AdapterArtifactError(
+          f"Tensor {key!r} of {directory!r} has shape {tensors[key].shape}, the model's has "
+          f"{tuple(shape)}: the model is built with another configuration.")

@@ -13,7 +13,6 @@ and must give the same outputs, or the handle is refused naming what differs.
 import collections
 import concurrent.futures
 import dataclasses
-import hashlib
 import itertools
 import os
 import re
@@ -24,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
+from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import saved_model_facts
 from keras_adapters.networks import adapted_bert_encoder
 
@@ -206,14 +206,8 @@ def _encoder_weights(handle, loaded):
   return weights
 
 
-def fingerprint(weights):
-  """SHA-256 of a name → array mapping, independent of the mapping's order."""
-  digest = hashlib.sha256()
-  for name in sorted(weights):
-    value = np.ascontiguousarray(weights[name])
-    digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
-    digest.update(value.tobytes())
-  return digest.hexdigest()
+# SHA-256 of a name → array mapping: the base's fingerprint, defined with the artifact format.
+fingerprint = adapter_artifact.weights_fingerprint
 
 
 def _load(handle):

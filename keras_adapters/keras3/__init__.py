@@ -15,8 +15,15 @@ kak.adapt(backbone, kak.AdapterConfig(adapter_size=64))  # backbone: a keras-hub
 from keras_adapters.keras3.adapt import SUPPORTED_BACKBONES
 from keras_adapters.keras3.adapt import adapt
 from keras_adapters.keras3.adapt import merge
+from keras_adapters.keras3.artifacts import PreprocessingConfig
+from keras_adapters.keras3.artifacts import build_classifier
+from keras_adapters.keras3.artifacts import load_adapters
+from keras_adapters.keras3.artifacts import load_task_model
+from keras_adapters.keras3.artifacts import save_adapters
 from keras_adapters.methods.ia3.config import IA3Config
 from keras_adapters.methods.lora.config import LoRAConfig
 from keras_adapters.models.adapter_config import AdapterConfig
 
-__all__ = ["AdapterConfig", "IA3Config", "LoRAConfig", "SUPPORTED_BACKBONES", "adapt", "merge"]
+__all__ = ["AdapterConfig", "IA3Config", "LoRAConfig", "PreprocessingConfig",
+           "SUPPORTED_BACKBONES", "adapt", "build_classifier", "load_adapters",
+           "load_task_model", "merge", "save_adapters"]

@@ -9,6 +9,7 @@ config trains the same parameters on both stacks.
 import dataclasses
 import math
 
+from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import layers
 from keras_adapters.layers import bottleneck
 from keras_adapters.methods import projections
@@ -87,6 +88,10 @@ def adapt(backbone, config):
     config.validate_for(len(blocks))
   except ValueError as error:
     raise errors.UsageError(str(error)) from None
+  # What an artifact records (`keras3.artifacts`): the config, and the base's fingerprint
+  # before anything in it trains.
+  backbone.base_fingerprint = base_weights.fingerprint(backbone)
+  backbone.adapter_config = config
   for variable in backbone.weights:
     variable.trainable = False
   hidden_size = backbone.hidden_dim

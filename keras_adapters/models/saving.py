@@ -47,16 +47,14 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
           f"({'no build_classifier head' if head is None else f'{head.num_classes} logits'}).")
     head = dataclasses.replace(head, label_names=tuple(label_names))
   tensors = {key: variable.numpy() for key, variable in _task_variables(model, bert, name).items()}
-  config = dict(
+  config = adapter_artifact.task_config(
       base=dict(handle=bert.handle, fingerprint=bert.base_fingerprint,
                 activation=bert.activation, dropout_rate=bert.dropout_rate,
                 attention_dropout_rate=bert.attention_dropout_rate,
                 layer_norm_epsilon=bert.layer_norm_epsilon),
-      adapter_name=name,
-      adapter_config=bert.adapter_configs[name].to_dict(),
-      head=None if head is None else _head_dict(head),
-      preprocessing=None if preprocessing is None else preprocessing.to_dict(),
-      metadata=metadata or {})
+      adapter_name=name, adapter_config=bert.adapter_configs[name],
+      head=None if head is None else dataclasses.asdict(head), preprocessing=preprocessing,
+      metadata=metadata)
   return adapter_artifact.write_artifact(directory, config, tensors, overwrite=overwrite)
 
 
@@ -74,26 +72,11 @@ def load_adapters(model, directory, adapter_name=None):
   """
   bert = the_unmerged_bert(model, f"load_adapters({directory!r})")
   config = adapter_artifact.read_adapter_config(directory)
-  fingerprint = adapter_artifact.base_fingerprint(config)
-  if fingerprint != bert.base_fingerprint:
-    raise AdapterArtifactError(
-        f"The adapters at {directory!r} were trained on another base model (saved from "
-        f"{adapter_artifact.base_handle(config)!r}, fingerprint {fingerprint[:12]}...); this "
-        f"model wraps {bert.handle!r} ({bert.base_fingerprint[:12]}...). Attach them to the "
-        "base they were trained on.")
+  adapter_artifact.check_base(config, directory, bert.base_fingerprint, bert.handle)
   tensors = adapter_artifact.read_tensors(directory)
   targets = _task_variables(model, bert, _set_name(model, bert, adapter_name))
-  if set(tensors) != set(targets):
-    missing, extra = sorted(set(targets) - set(tensors)), sorted(set(tensors) - set(targets))
-    raise AdapterArtifactError(
-        f"The artifact at {directory!r} does not fit this model: the model needs {missing} "
-        f"and the artifact has unexpected {extra}. Build the model with the same adapter "
-        f"configuration and head as when saving ({config.get('adapter_config')}).")
-  for key, variable in targets.items():
-    if tuple(variable.shape) != tensors[key].shape:
-      raise AdapterArtifactError(
-          f"Tensor {key!r} of {directory!r} has shape {tensors[key].shape}, the model's has "
-          f"{tuple(variable.shape)}: the model is built with another configuration.")
+  adapter_artifact.check_tensors_fit(
+      config, directory, tensors, {key: tuple(v.shape) for key, v in targets.items()})
   for key, variable in targets.items():
     variable.assign(np.asarray(tensors[key]))
 
@@ -199,13 +182,3 @@ def _task_variables(model, bert, adapter_name):
   for index, variable in enumerate(head):
     keyed[f"head/{index}/{variable.name.split(':')[0].rsplit('/', 1)[-1]}"] = variable
   return keyed
-
-
-def _head_dict(head):
-  values = dataclasses.asdict(head)
-  values["label_names"] = None if head.label_names is None else list(head.label_names)
-  if not head.hidden_layers:
-    # A single dense layer is recorded as before hidden layers existed: readers of either
-    # version rebuild it.
-    del values["hidden_layers"], values["hidden_activation"]
-  return values
