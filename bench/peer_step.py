@@ -28,6 +28,9 @@ ids, all real tokens, seeded.
 `torch.autocast("cpu", dtype=torch.bfloat16)` (the weights, their gradients and the optimiser
 stay float32), PyTorch's counterpart of Keras' `mixed_bfloat16` policy.
 
+`--mode=infer` times forward passes instead (`model.eval()`, no gradients; `--method=full` is
+the plain base), for bench/roofline.py.
+
 One setup per process. Prints one JSON line on stdout: the per-step milliseconds, their
 median, the parameter counts, the versions, the CPU other processes used while it timed, and
 the memory: `baseline_rss_mib` (resident before the model is built), `peak_rss_mib`
@@ -236,6 +239,34 @@ def measure(library, method="lora", shape="minilm", batch_path=None, *, batch_si
               peak_over_baseline_mib=peak_mib - baseline_mib, versions=versions())
 
 
+def measure_inference(library, method="full", shape="minilm", batch_path=None, *,
+                      batch_size=32, seq_length=128, threads, warmup, steps, seed=0):
+  """Times `steps` forward passes (`model.eval()`, no gradients) of `method`'s model after
+  `warmup` untimed ones; `method="full"` is the plain base with its head."""
+  import torch
+
+  torch.set_num_threads(threads)
+  batch, labels = _batch(batch_path, batch_size, seq_length, seed)
+  model = build_model(library, method, shape, max(int(labels.max()) + 1, 2), seed)
+  model.eval()
+
+  def forward():
+    with torch.no_grad():
+      return model(**batch).logits.sum().item()
+
+  for _ in range(warmup):
+    forward()
+  times_ms = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    forward()
+    times_ms.append(1e3 * (time.perf_counter() - start))
+  return dict(library=library, method=method, shape=shape, mode="infer",
+              batch_size=int(labels.shape[0]), seq_length=int(batch["input_ids"].shape[1]),
+              threads=torch.get_num_threads(), warmup_steps=warmup, timed_steps=steps,
+              median_ms=statistics.median(times_ms), times_ms=times_ms, versions=versions())
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -251,10 +282,18 @@ def main():
   parser.add_argument("--steps", type=int, default=10)
   parser.add_argument("--precision", choices=PRECISIONS, default="float32",
                       help="The forward pass's compute dtype (autocast); weights stay float32.")
+  parser.add_argument("--mode", choices=("train", "infer"), default="train",
+                      help="Training steps, or forward passes without gradients.")
   parser.add_argument("--memory_limit_mib", type=int,
                       help="Stop (and say so) past it; default: the machine's memory less "
                       f"{process_memory.HEADROOM_MIB} MiB.")
   args = parser.parse_args()
+  if args.mode == "infer":
+    print(json.dumps(measure_inference(
+        args.library, args.method, args.shape, args.batch, batch_size=args.batch_size,
+        seq_length=args.seq_length, threads=args.threads, warmup=args.warmup,
+        steps=args.steps)), flush=True)
+    return
   print(json.dumps(measure(args.library, args.method, args.shape, args.batch,
                            batch_size=args.batch_size, seq_length=args.seq_length,
                            threads=args.threads, warmup=args.warmup, steps=args.steps,
