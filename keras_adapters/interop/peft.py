@@ -7,7 +7,8 @@ A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_
   `use_rslora`, `target_modules` as names or a regex, `layers_to_transform`,
   `modules_to_save`, ...) and `base_model_name_or_path`;
 - `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.lora_A.weight`
-  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module (with `use_dora`, DoRA's
+  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module, `bert.pooler.dense`'s
+  (peft's "dense" matches it; the target `"pooler"` here) too (with `use_dora`, DoRA's
   `lora_magnitude_vector` `[out]` too), and the classifier, saved whole (`modules_to_save`):
   `base_model.model.classifier.weight` / `.bias`.
 
@@ -29,6 +30,7 @@ from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
 from keras_adapters.interop import safetensors_files
+from keras_adapters.methods import projections
 from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -44,12 +46,19 @@ PEFT_VERSION = "0.21.2"
 _MODULES = {"query": "attention.self.query", "key": "attention.self.key",
             "value": "attention.self.value", "attention_output": "attention.output.dense",
             "intermediate": "intermediate.dense", "output": "output.dense"}
+# BERT's pooler projection, the target "pooler".
+_POOLER_MODULE = "bert.pooler.dense"
+_SELF_ATTENTION = ("query", "key", "value")
+# The targets whose BERT modules are named "dense", all of which peft's "dense" matches.
+_DENSE = frozenset({"attention_output", "intermediate", "output", projections.POOLER})
 _PREFIX = "base_model.model."
+# A wrapped module's tensor: its full name, its block (none for the pooler's) and which
+# tensor (DoRA's magnitudes with `use_dora`, one per wrapped module).
 _LORA_TENSOR = re.compile(
-    r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.lora_([AB])\.weight")
-# DoRA's magnitudes (`use_dora`), one per wrapped module.
-_MAGNITUDE_TENSOR = re.compile(
-    r"base_model\.model\.bert\.encoder\.layer\.(\d+)\.([\w.]+)\.(lora_magnitude_vector)")
+    r"base_model\.model\.(bert\.encoder\.layer\.(\d+)\.[\w.]+|bert\.pooler\.dense)\."
+    r"(lora_A\.weight|lora_B\.weight|lora_magnitude_vector)")
+_PARTS = {"lora_a": "lora_A.weight", "lora_b": "lora_B.weight",
+          "magnitude": "lora_magnitude_vector"}
 _CLASSIFIER = ("classifier.weight", "classifier.bias")
 # peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
 _BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
@@ -173,16 +182,40 @@ def _peft_names(model):
   """Our task weight key → peft's tensor name, for the LoRA factors and the classifier."""
   names = {}
   for key in saving.task_variables(model):
-    match = re.fullmatch(r"transformer/layer_(\d+)/(\w+)/lora/(lora_a|lora_b|magnitude)", key)
+    match = re.fullmatch(
+        r"(?:transformer/layer_(\d+)/(\w+)|pooler_transform)/lora/(lora_a|lora_b|magnitude)",
+        key)
     if match:
       layer, target, weight = match.groups()
-      names[key] = (f"{_PREFIX}bert.encoder.layer.{layer}.{_MODULES[target]}."
-                    + {"lora_a": "lora_A.weight", "lora_b": "lora_B.weight",
-                       "magnitude": "lora_magnitude_vector"}[weight])
+      names[key] = (f"{_PREFIX}{module_name(target or projections.POOLER, layer)}."
+                    + _PARTS[weight])
     elif key.startswith("head/"):
       names[key] = _PREFIX + ("classifier.weight" if key.endswith("/kernel")
                               else "classifier.bias")
   return names
+
+
+def module_name(target, layer):
+  """BERT's full module name (`bert.encoder.layer.3.attention.self.query`,
+  `bert.pooler.dense`) of our projection `target` in block `layer`."""
+  if target == projections.POOLER:
+    return _POOLER_MODULE
+  return f"bert.encoder.layer.{layer}.{_MODULES[target]}"
+
+
+def module_names(config, num_layers):
+  """BERT's module names that `config` (a `LoRAConfig`) puts LoRA on, as peft names them."""
+  return sorted(module_name(target, layer) for target in config.target_modules
+                for layer in ([None] if target == projections.POOLER else
+                              [i for i in range(num_layers) if i not in config.leave_out]))
+
+
+def _target_of(module):
+  """Our projection of BERT's module `module` (a full name), or `None`."""
+  if module == _POOLER_MODULE:
+    return projections.POOLER
+  inner = re.sub(r"^bert\.encoder\.layer\.\d+\.", "", module)
+  return {m: t for t, m in _MODULES.items()}.get(inner)
 
 
 def _lora_config(meta, tensors, directory, base_layers):
@@ -209,29 +242,33 @@ def _lora_config(meta, tensors, directory, base_layers):
                     f"{list(weight.shape)} (a row per class) but whose bias has shape "
                     f"{list(bias.shape)}: the two disagree, so the file was edited or mixed "
                     "from two adapters. Save the adapter again with peft's save_pretrained.")
-  layers = {}
+  layers, pooler = {}, set()
   for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name) or _MAGNITUDE_TENSOR.fullmatch(name)
+    match = _LORA_TENSOR.fullmatch(name)
     if match and match.group(3) == "lora_magnitude_vector" and meta.get("use_dora") is not True:
       raise PeftError(f"{directory!r} holds DoRA's {name!r}, but its config says use_dora="
                       f"{meta.get('use_dora')!r}: peft would not load it. Save the adapter "
                       "again with peft.")
     if match:
-      layer, module, _ = match.groups()
-      target = {m: t for t, m in _MODULES.items()}.get(module)
+      module, layer, _ = match.groups()
+      target = _target_of(module)
       if target is None:
         raise PeftError(f"{name!r}: LoRA on BERT's {module!r} has no equivalent here (the "
-                        f"encoder blocks' {sorted(_MODULES.values())} do).")
-      if not _peft_targets(meta, f"bert.encoder.layer.{layer}.{module}", int(layer)):
+                        f"encoder blocks' {sorted(_MODULES.values())} and "
+                        f"{_POOLER_MODULE!r} do).")
+      if not _peft_targets(meta, module, None if layer is None else int(layer)):
         raise PeftError(
             f"{directory!r} holds {name!r}, but its config's target_modules="
             f"{meta.get('target_modules')!r} (layers_to_transform="
             f"{meta.get('layers_to_transform')!r}) does not wrap that module: peft would "
             "ignore the tensor. Save the adapter again with peft.")
-      layers.setdefault(int(layer), set()).add(target)
+      if layer is None:
+        pooler.add(target)
+      else:
+        layers.setdefault(int(layer), set()).add(target)
     elif not name.startswith(_PREFIX + "classifier."):
       raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
-                      "blocks or the classifier.")
+                      "blocks, its pooler or the classifier.")
   lacking = [name for name in sorted(tensors) if meta.get("use_dora") is True
              and name.endswith(".lora_A.weight") and _LORA_TENSOR.fullmatch(name)
              and name.replace("lora_A.weight", "lora_magnitude_vector") not in tensors]
@@ -242,14 +279,15 @@ def _lora_config(meta, tensors, directory, base_layers):
   targets = set().union(*layers.values()) if layers else set()
   uneven = [layer for layer, found in layers.items() if found != targets]
   if not layers or uneven:
-    raise PeftError(f"{directory!r} has LoRA on {sorted(targets) or 'no module'}"
+    raise PeftError(f"{directory!r} has LoRA on {sorted(targets | pooler) or 'no module'}"
                     + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
                     + "; this library applies one set of target modules to every layer.")
   try:
     config = LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
                         use_rslora=bool(meta.get("use_rslora", False)),
                         use_dora=meta.get("use_dora") or False,
-                        dropout=meta.get("lora_dropout", 0.0), target_modules=tuple(targets),
+                        dropout=meta.get("lora_dropout", 0.0),
+                        target_modules=tuple(targets | pooler),
                         init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
                         else "lora")
   except (KeyError, ValueError) as error:
@@ -281,10 +319,10 @@ def _check_ranks(rank, tensors, directory):
   """Refuses LoRA tensors whose rank is not the config's `r` (A is `[r, in]`, B `[out, r]`)."""
   for name in sorted(tensors):
     match = _LORA_TENSOR.fullmatch(name)
-    if not match:
+    if not match or match.group(3) == "lora_magnitude_vector":
       continue
     shape = tensors[name].shape
-    found = shape[0] if match.group(3) == "A" else shape[-1]
+    found = shape[0] if match.group(3) == "lora_A.weight" else shape[-1]
     if len(shape) != 2 or found != rank:
       raise PeftError(
           f"'{directory}/{WEIGHTS_FILE}' holds {name!r} of shape {list(shape)}, rank {found}, "
@@ -319,14 +357,21 @@ def _peft_targets(meta, module, layer):
 def _peft_config(config, num_layers, base_name):
   """peft's `LoraConfig` dict of `config` on a `num_layers`-layer BERT."""
   kept = [i for i in range(num_layers) if i not in config.leave_out]
-  modules = [_MODULES[t] for t in config.target_modules]
-  plain_names = all(m.startswith("attention.self.") for m in modules)
-  # Names match by suffix in peft ("query"); "dense" would also match the pooler, so other
-  # modules, and a subset of the layers, are given as a regex over the full module names.
-  target_modules = ([m.rsplit(".", 1)[1] for m in modules]
-                    if plain_names and not config.leave_out else
+  modules = [_MODULES[t] for t in config.target_modules if t != projections.POOLER]
+  pooled = projections.POOLER in config.target_modules
+  # peft matches names by their last parts: "query" the attention's, "dense" every dense
+  # layer (the attention output's, the feed-forward's two and the pooler's), "pooler.dense"
+  # the pooler's. Other sets of modules, and a subset of the layers, are given as a regex
+  # over the full module names.
+  dense = {t for t in config.target_modules if t not in _SELF_ATTENTION}
+  names = {frozenset(): [], frozenset({projections.POOLER}): ["pooler.dense"],
+           _DENSE: ["dense"]}.get(frozenset(dense))
+  target_modules = ([_MODULES[t].rsplit(".", 1)[1] for t in config.target_modules
+                     if t in _SELF_ATTENTION] + names
+                    if names is not None and not config.leave_out else
                     r"bert\.encoder\.layer\.(" + "|".join(map(str, kept)) + r")\.("
-                    + "|".join(re.escape(m) for m in modules) + ")")
+                    + "|".join(re.escape(m) for m in modules) + ")"
+                    + ("|" + re.escape(_POOLER_MODULE)) * pooled)
   return dict(
       {option: value for option, value in _PLAIN.items()},
       peft_type="LORA", task_type="SEQ_CLS", peft_version=PEFT_VERSION,

@@ -20,6 +20,9 @@ from keras_adapters.models import saving
 FIXTURE = os.path.join(os.path.dirname(__file__), "testdata", "peft", "lora")
 # The same with DoRA (use_dora=True); see testdata/README.md.
 DORA_FIXTURE = os.path.join(os.path.dirname(__file__), "testdata", "peft", "dora")
+# LoRA with target_modules=["query", "key", "value", "dense"]: every dense layer of BERT's
+# blocks and its pooler's; see testdata/README.md.
+POOLER_FIXTURE = os.path.join(os.path.dirname(__file__), "testdata", "peft", "lora_pooler")
 # The config values that change what peft builds or computes.
 _CONFIG_VALUES = ("peft_type", "task_type", "base_model_name_or_path", "r", "lora_alpha",
                   "use_rslora", "lora_dropout", "target_modules", "layers_to_transform",
@@ -115,22 +118,21 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
                                    leave_out=(0,))),
       ("leave_out_last_layer", LoRAConfig(target_modules=("value",), leave_out=(1,))),
       ("attention_output", LoRAConfig(r=4, alpha=4, target_modules=(
-          "key", "attention_output", "intermediate", "output"))))
+          "key", "attention_output", "intermediate", "output"))),
+      ("pooler_leave_out", LoRAConfig(r=2, target_modules=("value", "output", "pooler"),
+                                      leave_out=(1,))))
   def test_other_modules_and_left_out_layers_are_written_as_a_regex(self, config):
     """Module names beyond the attention's (whose last part "dense" would also match the
     pooler) and left-out layers: peft's regex over full module names, which peft matches
-    whole against each module's name."""
+    whole against each module's name; the pooler's only when it is a target."""
     directory = self._round_trip(config, seed=1)
     pattern = _read_json(directory)["target_modules"]
     self.assertIsInstance(pattern, str)
-    modules = {layer: {f"bert.encoder.layer.{layer}.{peft._MODULES[target]}"  # pylint: disable=protected-access
-                       for target in config.target_modules} for layer in (0, 1)}
-    expected = set().union(*(modules[layer] for layer in (0, 1)
-                             if layer not in config.leave_out))
-    matched = {module for module in set().union(*modules.values())
-               if re.fullmatch(pattern, module)}
-    self.assertEqual(matched, expected)
-    self.assertIsNone(re.fullmatch(pattern, "bert.pooler.dense"))
+    every_module = set(peft.module_names(LoRAConfig(target_modules=(
+        "query", "key", "value", "attention_output", "intermediate", "output", "pooler")), 2))
+    expected = set(peft.module_names(config, 2))
+    self.assertEqual({module for module in every_module if re.fullmatch(pattern, module)},
+                     expected)
     tensors = safetensors_numpy.load_file(os.path.join(directory, peft.WEIGHTS_FILE))
     self.assertEqual({name[len("base_model.model."):].rsplit(".lora_", 1)[0]
                       for name in tensors if ".lora_" in name}, expected)
@@ -199,12 +201,22 @@ class BadInputTest(tf.test.TestCase, parameterized.TestCase):
                          r"holds no classifier .*modules_to_save=\['classifier'\]")
 
   def test_lora_outside_the_blocks_is_named(self):
+    def add_embeddings(tensors):
+      tensors["base_model.model.bert.embeddings.word_embeddings.lora_A.weight"] = np.zeros(
+          [8, 384], np.float32)
+    self._assert_refused(self._copy(edit_tensors=add_embeddings),
+                         "'base_model.model.bert.embeddings.word_embeddings.lora_A.weight'.*"
+                         "not LoRA on BERT's encoder blocks, its pooler or the classifier")
+
+  def test_a_pooler_tensor_its_config_does_not_wrap_is_named(self):
+    """The fixture's target_modules=["query", "value"] do not match `bert.pooler.dense`:
+    peft would ignore LoRA tensors there."""
     def add_pooler(tensors):
       tensors["base_model.model.bert.pooler.dense.lora_A.weight"] = np.zeros([8, 384],
                                                                              np.float32)
     self._assert_refused(self._copy(edit_tensors=add_pooler),
-                         "'base_model.model.bert.pooler.dense.lora_A.weight'.*not LoRA on "
-                         "BERT's encoder blocks")
+                         "'base_model.model.bert.pooler.dense.lora_A.weight', but its config's "
+                         r"target_modules=\['query', 'value'\].*does not wrap that module")
 
   def test_truncated_weights_name_the_file(self):
     directory = self._copy()
@@ -229,6 +241,15 @@ class DoRAFixtureTest(FixtureTest):
   logits and written back as peft's tensors, by `FixtureTest`'s tests."""
   fixture = DORA_FIXTURE
   config = LoRAConfig(r=8, alpha=16, target_modules=("query", "value"), use_dora=True)
+
+
+class PoolerFixtureTest(FixtureTest):
+  """peft's LoRA on every dense layer, the pooler's included (`target_modules=["query",
+  "key", "value", "dense"]`): read to its logits and written back as peft's tensors and
+  target names, by `FixtureTest`'s tests."""
+  fixture = POOLER_FIXTURE
+  config = LoRAConfig(r=4, alpha=8, target_modules=(
+      "query", "key", "value", "attention_output", "intermediate", "output", "pooler"))
 
 
 class DoRATest(tf.test.TestCase):

@@ -178,6 +178,11 @@ def _check_config(config):
           f"{type(config).__name__}({field.name}={value!r}) is not supported on Keras 3 yet: "
           f"leave {field.name} at {field.default!r} (Keras 3 takes "
           f"{', '.join(supported)}), or use the Keras 2 path (keras_adapters.AdaptedBert).")
+  if projections.POOLER in getattr(config, "target_modules", ()):
+    raise errors.UsageError(
+        f"{type(config).__name__}(target_modules={list(config.target_modules)!r}): the "
+        "pooler's projection is not supported on Keras 3 yet: leave 'pooler' out, or use the "
+        "Keras 2 path (keras_adapters.AdaptedBert).")
 
 
 def _add_deltas(block, spec):

@@ -13,11 +13,13 @@ _LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
 
 
 class EncoderAdapters(NamedTuple):
-  """What an adapter set puts into an encoder: the embedding LayerNorm and, per block, its
-  `BlockAdapters` (two adapters, two LayerNorms). Entries are callables, as in `BlockAdapters`.
+  """What an adapter set puts into an encoder: the embedding LayerNorm, per block its
+  `BlockAdapters` (two adapters, two LayerNorms, changes to its projections) and the changes
+  to the pooler's projection, applied in turn. Entries are callables, as in `BlockAdapters`.
   """
   embedding_layer_norm: Callable
   blocks: Tuple[adapted_transformer_block.BlockAdapters, ...]
+  pooler: Tuple[Callable, ...] = ()
 
 
 def adapter_weights_by_key(adapters):
@@ -26,7 +28,8 @@ def adapter_weights_by_key(adapters):
   Keys are the Model Garden names of an encoder's own adapters, LayerNorms and projection
   changes (`embeddings/layer_norm/gamma`,
   `transformer/layer_0/attention_adapter/down_project/kernel`,
-  `transformer/layer_0/query/lora/lora_a`, ...) whichever set they come from, so one set's
+  `transformer/layer_0/query/lora/lora_a`, `pooler_transform/lora/lora_a`, ...) whichever
+  set they come from, so one set's
   weights load into another's.
 
   Args:
@@ -42,6 +45,7 @@ def adapter_weights_by_key(adapters):
                  for slot, layer in block.slots().items() if layer is not None]
     prefixed += [(f"transformer/layer_{index}/{layer.name}", layer)
                  for layers in block.projection_changes().values() for layer in layers]
+  prefixed += [(layer.name, layer) for layer in adapters.pooler]
   keyed = {}
   for prefix, layer in prefixed:
     parts = ({"gamma": layer.gamma, "beta": layer.beta}

@@ -30,8 +30,12 @@ _ADAPTER_PARTS = ("down_project/kernel", "down_project/bias", "up_project/kernel
                   "up_project/bias")
 # An adapter's own LayerNorms (AdapterHub's ln_before / ln_after), when its options have them.
 _ADAPTER_NORMS = ("ln_before", "ln_after")
-# A method layer's weight: `transformer/layer_<i>/<projection>/<method>/<weight>`.
+# A method layer's weight: `transformer/layer_<i>/<projection>/<method>/<weight>`, or the
+# pooler's, `pooler_transform/<method>/<weight>`.
 _PROJECTION_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(\w+)/(\w+)")
+_POOLER_KEY = re.compile(r"pooler_transform/(\w+)/(\w+)")
+# Where `_stack_projections` keeps the pooler's stacked layers.
+_POOLER = "pooler"
 
 
 def layer_norm(inputs, gamma, beta, epsilon):
@@ -179,25 +183,33 @@ class StackedAdapters(tf.Module):
               for key, stacks in self.projections.items()
               if key.split("/")[0] == f"layer_{index}"}
 
+    pooler = tuple(stack.for_tasks(task_ids) for stack in self.projections.get(_POOLER, ()))
+
     blocks = tuple(
         adapted_transformer_block.BlockAdapters(
             *(adapter(f"transformer/layer_{index}/{slot}") if slot in _ADAPTER_SLOTS
               else norm(f"transformer/layer_{index}/{slot}")
               for slot in adapted_transformer_block.SLOTS), projections=projections(index))
         for index in range(self.num_layers))
-    return adapter_set.EncoderAdapters(norm("embeddings/layer_norm"), blocks)
+    return adapter_set.EncoderAdapters(norm("embeddings/layer_norm"), blocks, pooler)
 
 
 def _stack_projections(task_weights, set_configs):
-  """`{"layer_<i>/<projection>": [stacked modules]}` of the tasks' LoRA and (IA)³ weights."""
-  found = {}  # (layer, projection, method) → per task its weights by name.
+  """`{"layer_<i>/<projection>": [stacked modules], "pooler": [...]}` of the tasks' LoRA and
+  (IA)³ weights."""
+  found = {}  # (layer, projection, method) → per task its weights by name; layer -1: pooler.
   for task, weights in enumerate(task_weights):
     for key, value in weights.items():
       match = _PROJECTION_KEY.fullmatch(key)
+      pooler = _POOLER_KEY.fullmatch(key)
       if match and match.group(2) in projection_delta.PROJECTIONS:
         layer, target, method, part = match.groups()
-        found.setdefault((int(layer), target, method), [{} for _ in task_weights])
-        found[(int(layer), target, method)][task][part] = value
+      elif pooler and pooler.group(1) in registry.names():
+        (method, part), layer, target = pooler.groups(), -1, projection_delta.POOLER
+      else:
+        continue
+      found.setdefault((int(layer), target, method), [{} for _ in task_weights])
+      found[(int(layer), target, method)][task][part] = value
   if found and (set_configs is None or len(set_configs) != len(task_weights)):
     raise ValueError("Tasks with LoRA or (IA)^3 weights need their set_configs.")
   projections = {}
@@ -207,8 +219,9 @@ def _stack_projections(task_weights, set_configs):
     entry = registry.get(method)
     entries = [(weights, entry.config_class.from_dict(set_configs[task]).layer_options(target))
                if weights else None for task, weights in enumerate(per_task)]
-    projections.setdefault(f"layer_{layer}/{target}", []).extend(
-        entry.layer_class.stacked(entries, name=f"layer_{layer}_{target}_{method}"))
+    projections.setdefault(_POOLER if layer < 0 else f"layer_{layer}/{target}", []).extend(
+        entry.layer_class.stacked(entries, name=f"layer_{layer}_{target}_{method}"
+                                  if layer >= 0 else f"{target}_{method}"))
   return projections
 
 

@@ -30,13 +30,13 @@ class MethodConfig:
     targets = self.target_modules
     if isinstance(targets, str):
       targets = (targets,)
-    unknown = [t for t in targets if t not in projections.PROJECTIONS]
+    unknown = [t for t in targets if t not in projections.TARGETS]
     if unknown or not targets:
       raise ValueError(
-          f"target_modules must name some of {list(projections.PROJECTIONS)}, got "
+          f"target_modules must name some of {list(projections.TARGETS)}, got "
           f"{list(targets)!r}.")
     object.__setattr__(self, "target_modules", tuple(
-        t for t in projections.PROJECTIONS if t in targets))
+        t for t in projections.TARGETS if t in targets))
     if isinstance(self.leave_out, (str, bytes)) or not all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.leave_out):
       raise ValueError(

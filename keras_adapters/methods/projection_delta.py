@@ -15,6 +15,8 @@ import tf_keras as keras
 from keras_adapters.methods import projections
 
 PROJECTIONS = projections.PROJECTIONS
+POOLER = projections.POOLER
+TARGETS = projections.TARGETS
 projection_widths = projections.projection_widths
 
 
@@ -25,15 +27,15 @@ class ProjectionDelta(keras.layers.Layer):
   implement `call(inputs, project, training)`, `merge(kernel, bias)` and `weights_by_key()`.
 
   Args:
-    target: The projection it changes, one of `PROJECTIONS`.
+    target: The projection it changes, one of `TARGETS` (a block's, or the pooler's).
     units: The projection's output width.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
   def __init__(self, target, units, **kwargs):
     super().__init__(**kwargs)
-    if target not in PROJECTIONS:
-      raise ValueError(f"Unknown projection {target!r}; a BERT block has {list(PROJECTIONS)}.")
+    if target not in TARGETS:
+      raise ValueError(f"Unknown projection {target!r}; a BERT encoder has {list(TARGETS)}.")
     self.target = target
     self.units = units
 

@@ -148,6 +148,8 @@ class AdaptedBert(keras.layers.Layer):
       for target, layers in block.deltas.items():
         for layer in layers:
           layer.start_from(*block.projection_variables(target))
+    for layer in self.encoder.pooler_deltas:
+      layer.start_from(self.encoder.pooler_transform.kernel, self.encoder.pooler_transform.bias)
     # What the base's text must be tokenized with, for exporters to check a preprocessor by.
     self.encoder.hub_tokenizer = hub_weights.tokenizer
     # The base's LayerNorms, kept apart from the set that trains them in place: the plain base
@@ -270,6 +272,7 @@ class AdaptedBert(keras.layers.Layer):
       for block in self.encoder.transformer_layers:
         block.attention_adapter = block.feedforward_adapter = None
         block.deltas = {}
+      self.encoder.pooler_deltas = []
       own = adapter_set_lib.adapter_weights_by_key(self.encoder.own_adapters())
       for key, value in self._base_layer_norms.items():
         own[key].assign(value)

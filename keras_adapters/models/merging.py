@@ -38,19 +38,28 @@ def merge(model):
   merged_count = 0
   for block in bert.encoder.transformer_layers:
     for target, layers in block.deltas.items():
-      kernel, bias = block.projection_variables(target)
-      merged_kernel = tf.reshape(kernel, [-1, _output_width(kernel, bias)])
-      merged_bias = tf.reshape(bias, [-1])
-      for layer in layers:
-        merged_kernel, merged_bias = layer.merge(merged_kernel, merged_bias)
-      kernel.assign(tf.reshape(merged_kernel, kernel.shape))
-      bias.assign(tf.reshape(merged_bias, bias.shape))
+      _fold(layers, *block.projection_variables(target))
       merged_count += 1
     block.deltas = {}
+  pooler = bert.encoder.pooler_transform
+  if bert.encoder.pooler_deltas:
+    _fold(bert.encoder.pooler_deltas, pooler.kernel, pooler.bias)
+    merged_count += 1
+  bert.encoder.pooler_deltas = []
   if merged_count:
     bert.merged = True
     _forget_traced_functions(model)
   return merged_count
+
+
+def _fold(layers, kernel, bias):
+  """Folds `layers`, applied in turn, into the projection's `kernel` and `bias` variables."""
+  merged_kernel = tf.reshape(kernel, [-1, _output_width(kernel, bias)])
+  merged_bias = tf.reshape(bias, [-1])
+  for layer in layers:
+    merged_kernel, merged_bias = layer.merge(merged_kernel, merged_bias)
+  kernel.assign(tf.reshape(merged_kernel, kernel.shape))
+  bias.assign(tf.reshape(merged_bias, bias.shape))
 
 
 @contextlib.contextmanager
@@ -66,6 +75,10 @@ def merged(model):
   kept = [(block, dict(block.deltas),
            {target: [v.numpy() for v in block.projection_variables(target)]
             for target in block.deltas}) for block in blocks]
+  pooler = bert.encoder.pooler_transform
+  pooler_kept = (list(bert.encoder.pooler_deltas),
+                 [v.numpy() for v in (pooler.kernel, pooler.bias)]
+                 if bert.encoder.pooler_deltas else None)
   was_merged = bert.merged
   try:
     yield merge(model)
@@ -76,6 +89,11 @@ def merged(model):
         kernel_variable.assign(kernel)
         bias_variable.assign(bias)
       block.deltas = deltas
+    pooler_deltas, pooler_values = pooler_kept
+    if pooler_values is not None:
+      pooler.kernel.assign(pooler_values[0])
+      pooler.bias.assign(pooler_values[1])
+    bert.encoder.pooler_deltas = pooler_deltas
     bert.merged = was_merged
     _forget_traced_functions(model)
 

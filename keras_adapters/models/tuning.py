@@ -54,7 +54,7 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norm
   trained = own if adapter_set is None else adapter_set
   trained_modules = [a for block in trained.blocks
                      for a in [block.attention_adapter, block.feedforward_adapter]
-                     + _projection_layers(block) if a]
+                     + _projection_layers(block) if a] + list(trained.pooler)
   validate_tuning(tuning, top_k, encoder.num_layers, bool(trained_modules))
   if adapter_set is not None and tuning not in BASE_FROZEN_POLICIES:
     raise ValueError(
@@ -91,7 +91,7 @@ def _layers(adapters):
   return [adapters.embedding_layer_norm] + [
       layer for block in adapters.blocks
       for layer in list(block.slots().values()) + _projection_layers(block)
-      if layer is not None]
+      if layer is not None] + list(adapters.pooler)
 
 
 def _projection_layers(block):

@@ -7,6 +7,8 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter_set
+from keras_adapters.methods import projection_delta
+from keras_adapters.methods import registry
 
 INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -73,7 +75,8 @@ class AdaptedBertEncoder(keras.layers.Layer):
       sub-layers get adapters and how they join them; Houlsby's placement by default.
     projection_deltas: Methods that change the blocks' projections (LoRA, (IA)³), a list of
       `{"method", "leave_out", "targets": {projection: options}}` as a method config's
-      `delta_specs()` gives them.
+      `delta_specs()` gives them; the target `"pooler"` changes the pooler's projection
+      (before its tanh), whatever `leave_out` says.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
@@ -150,19 +153,30 @@ class AdaptedBertEncoder(keras.layers.Layer):
             adapter_init_stddev=adapter_init_stddev,
             adapter_options=self.adapter_options,
             projection_deltas=[
-                dict(method=spec["method"], targets=spec["targets"])
+                dict(method=spec["method"], targets={
+                    target: options for target, options in spec["targets"].items()
+                    if target != projection_delta.POOLER})
                 for spec in self.projection_deltas if i not in spec.get("leave_out", ())],
             dtype=policy,
             name=f"transformer/layer_{i}") for i in range(num_layers)
     ]
     self.pooler_transform = keras.layers.Dense(
         hidden_size, activation="tanh", dtype="float32", name="pooler_transform")
+    # Changes to the pooler's projection (LoRA or (IA)³ with target "pooler"), in float32 as
+    # the pooler; named `pooler_transform/<method>`, so their weights' keys are
+    # `pooler_transform/lora/lora_a`, ...
+    self.pooler_deltas = [
+        registry.get(spec["method"]).layer_class(
+            target=projection_delta.POOLER, units=hidden_size, dtype="float32",
+            name=f"pooler_transform/{spec['method']}",
+            **spec["targets"][projection_delta.POOLER])
+        for spec in self.projection_deltas if projection_delta.POOLER in spec["targets"]]
 
   def call(self, inputs, training=None, adapters=None):
     # Blocks build on their first call, so their own adapters are theirs to pick.
-    embedding_layer_norm, block_adapters = (
-        (self.embedding_layer_norm, [None] * self.num_layers) if adapters is None
-        else adapters)
+    embedding_layer_norm, block_adapters, pooler_changes = (
+        (self.embedding_layer_norm, [None] * self.num_layers, self.pooler_deltas)
+        if adapters is None else adapters)
     word_ids, mask, type_ids = _checked_inputs(inputs)
     seq_length = tf.shape(word_ids)[1]
     length_check = tf.debugging.assert_less_equal(
@@ -186,15 +200,30 @@ class AdaptedBertEncoder(keras.layers.Layer):
     for block, adapters_of_block in zip(self.transformer_layers, block_adapters):
       x = block(x, attention_mask=attention_mask, training=training, adapters=adapters_of_block)
       encoder_outputs.append(x)
-    pooled = self.pooler_transform(x[:, 0, :])
+    pooled = self._pool(x[:, 0, :], pooler_changes, training)
     return dict(sequence_output=x, pooled_output=pooled, encoder_outputs=encoder_outputs,
                 default=pooled)
 
+  def _pool(self, first_token, changes, training):
+    """The pooler, `tanh(first_token · W + b)`, with `changes` to its projection."""
+    if not changes:
+      return self.pooler_transform(first_token)
+    if not self.pooler_transform.built:
+      with tf.name_scope(self.pooler_transform.name):
+        self.pooler_transform.build(first_token.shape)
+    kernel, bias = self.pooler_transform.kernel, self.pooler_transform.bias
+    project = projection_delta.Projection(
+        lambda inputs: tf.matmul(tf.cast(inputs, kernel.dtype), kernel) + bias, kernel, bias)
+    return tf.tanh(projection_delta.apply_projection(
+        changes, tf.cast(first_token, kernel.dtype), project, training))
+
   def own_adapters(self):
-    """The encoder's own adapters and LayerNorms, as an `EncoderAdapters`."""
+    """The encoder's own adapters, LayerNorms and projection changes, as an
+    `EncoderAdapters`."""
     return adapter_set.EncoderAdapters(
         self.embedding_layer_norm,
-        tuple(block.own_adapters() for block in self.transformer_layers))
+        tuple(block.own_adapters() for block in self.transformer_layers),
+        tuple(self.pooler_deltas))
 
   @property
   def adapters(self):
@@ -203,8 +232,10 @@ class AdaptedBertEncoder(keras.layers.Layer):
 
   @property
   def projection_layers(self):
-    """All method layers that change projections (LoRA, (IA)³), bottom block first."""
-    return [layer for block in self.transformer_layers for layer in block.projection_layers]
+    """All method layers that change projections (LoRA, (IA)³), bottom block first, the
+    pooler's last."""
+    return [layer for block in self.transformer_layers
+            for layer in block.projection_layers] + list(self.pooler_deltas)
 
   @property
   def layer_norms(self):
