@@ -56,7 +56,7 @@ def define_settings_flags(config_cls: type, **defaults: Any) -> None:
   """Defines a flag per setting of the dataclass `config_cls` (and its sections), named,
   typed and documented by its `settings.setting`; `defaults` by flag name replace its
   defaults."""
-  fields = {settings.flag_name(field): (path, field)
+  fields = {config_definitions.setting_name(config_cls, path): (path, field)
             for path, field in config_definitions.leaves(config_cls)}
   unknown = sorted(set(defaults) - set(fields))
   if unknown:
@@ -132,7 +132,7 @@ def _define(name, annotation, field, default):
 
 def _flag_value(config_cls, path):
   """The value of the flag of the setting at `path` of `config_cls`, as the config takes it."""
-  name = settings.flag_name(_field_at(config_cls, path))
+  name = config_definitions.setting_name(config_cls, path)
   value = flags.FLAGS[name].value
   annotation = config_definitions.field_type(config_cls, path)
   if typing.get_origin(annotation) is tuple and typing.get_args(annotation)[0] is str:
@@ -146,12 +146,6 @@ def _flag_value(config_cls, path):
   if set(typing.get_args(annotation)) == {bool, str} and value in ("true", "false"):
     return value == "true"
   return value
-
-
-def _field_at(config_cls, path):
-  for name in path[:-1]:
-    config_cls = typing.get_type_hints(config_cls)[name]
-  return {field.name: field for field in dataclasses.fields(config_cls)}[path[-1]]
 
 
 def validate_number_list(name, parse, minimum, example):
@@ -233,7 +227,8 @@ def _adapter_config_settings() -> Dict[str, Any]:
   if unknown:
     raise errors.UsageError(f"--adapter_config sets {unknown}, which AdapterConfig does not "
                             f"have; it has {sorted(fields)}.")
-  named = {settings.flag_name(fields[name]): value for name, value in values.items()}
+  named = {config_definitions.setting_name(adapter_config_lib.AdapterConfig, (name,)): value
+           for name, value in values.items()}
   repeated = sorted(name for name in named if flags.FLAGS[name].present)
   if repeated:
     raise errors.UsageError(f"--adapter_config and {', '.join('--' + n for n in repeated)} "
@@ -302,8 +297,8 @@ def _settings_set(tree, given):
   """The settings of the final `tree` that were set: those `given` (on the command line) and
   those that differ from their defaults (set by a config file or `--params_override`)."""
   defaults = {name: list(field.default) if isinstance(field.default, tuple) else field.default
-              for name, field in ((settings.flag_name(field), field)
-                                  for _, field in config_definitions.leaves())}
+              for name, field in ((config_definitions.setting_name(_TREE, path), field)
+                                  for path, field in config_definitions.leaves())}
   values = config_definitions.flat_settings(tree)
   return {name: value for name, value in values.items()
           if name in given or value != defaults[name]}

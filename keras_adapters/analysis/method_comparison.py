@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras_adapters.core import config_definitions
 from keras_adapters.analysis import sweep
 from keras_adapters.core import grid
+from keras_adapters.methods import registry
 from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -21,23 +22,32 @@ COMPARISON_MARKDOWN = "comparison.md"
 # What the rows of `compare_methods` share besides `table_identity`: their budget.
 _BUDGET = ("epochs", "max_seq_length", "batch_size")
 
-# The methods of the paper's comparison as settings overrides. Learning rates follow the
-# paper's findings: adapters and LayerNorm-only want larger rates than fine-tuning.
-METHODS = {
-    # 3e-3, past the paper's range: at the short CPU budgets it scores 81.90 on airline's
-    # validation split against 79.30 at 1e-3 (Figure 7's study, `--study=learning_rate`).
-    "adapters": dict(method="adapters", tuning="adapters", adapter_size=64, learning_rate=3e-3),
-    "full": dict(method="adapters", tuning="full", learning_rate=5e-5),
-    "top_k": dict(method="adapters", tuning="top_k", learning_rate=1e-4),
-    "layer_norm": dict(method="adapters", tuning="layer_norm", learning_rate=3e-3),
-    # LoRA and (IA)³ at the rates Figure 7's study selected for them on airline's validation
-    # split (`run_analysis.py --study=learning_rate`): 3e-3 and 1e-2.
-    "lora": dict(method="lora", learning_rate=3e-3),
-    "ia3": dict(method="ia3", learning_rate=1e-2),
-}
+# The tunings of the base the paper compares the methods with (the bottleneck adapters'
+# section under another `tuning`), as settings overrides. Learning rates follow the paper's
+# findings: LayerNorm-only wants larger rates than fine-tuning.
+BASE_TUNINGS = {
+    tuning: dict(method=config_definitions.ADAPTERS_METHOD, tuning=tuning,
+                 learning_rate=learning_rate)
+    for tuning, learning_rate in (("full", 5e-5), ("top_k", 1e-4), ("layer_norm", 3e-3))}
+
+
+def _registered(method):
+  """A registered method's settings overrides: at the learning rate it registered."""
+  return dict(method=method.name, **method.comparison_settings,
+              learning_rate=method.learning_rate)
+
+
+# The methods of the paper's comparison as settings overrides, the one list of them: the
+# paper's (the bottleneck adapters, then the tunings of the base), then every method
+# registered after them, each at its registered rate (`methods.registry`).
+_FIRST, *_FOLLOWERS = registry.methods()
+METHODS = {_FIRST.name: _registered(_FIRST), **BASE_TUNINGS,
+           **{method.name: _registered(method) for method in _FOLLOWERS}}
 # The setting that sizes a method's trained parameters, and the letter that tags a point of it
-# in tables and figures (m=64, k=3, r=8).
-SIZE_TAGS = (("adapter_size", "m"), ("top_k", "k"), ("lora_r", "r"))
+# in tables and figures (m=64, k=3, r=8): each registered method's (`registry.Method.size`),
+# the tunings' after the adapters'.
+SIZE_TAGS = tuple(tag for tag in (_FIRST.size_tag, ("top_k", "k"),
+                                  *(method.size_tag for method in _FOLLOWERS)) if tag)
 
 
 def method_config(base_config, method, num_layers):

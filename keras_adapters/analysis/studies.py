@@ -53,7 +53,7 @@ VARIED_FIELDS = ("tuning", "adapter_size", "top_k", "adapter_init_stddev", "lear
 # What the methods after the adapters vary besides: appended to the folder names of their
 # trials only, so the adapters' family keeps the names its trials had before them.
 METHOD_FIELDS = ("method", "lora_r")
-_FIRST_METHOD = "adapters"
+_FIRST_METHOD = config_definitions.ADAPTERS_METHOD
 # Fields over which a point keeps its best option (selected on the mean over seeds).
 OPTION_FIELDS = ("learning_rate", "epochs")
 EVAL_SPLIT = "validation"

@@ -3,9 +3,10 @@
   ExperimentConfig
   ├── model: ModelConfig        hub_handle, preprocess_handle, pooling, method,
   │                             recompute_attention,
-  │   ├── adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
-  │   ├── lora: LoRAConfig         lora_r, lora_alpha, lora_target_modules, ...
-  │   └── ia3: IA3Config           ia3_target_modules, ia3_feedforward_modules, ...
+  │   └── <section>: one per registered method (`methods.registry`), its config class:
+  │       adapter: AdapterConfig   adapter_size, adapter_activation, leave_out, tuning, ...
+  │       lora: LoRAConfig         lora_r, lora_alpha, lora_target_modules, ...
+  │       ia3: IA3Config           ia3_target_modules, ia3_feedforward_modules, ...
   ├── data: DataConfig          max_seq_length
   ├── trainer: TrainerConfig    learning_rate, epochs, batch_size, seed, weight_decay, ...
   └── runtime: RuntimeConfig    strategy, tpu, mixed_precision, jit_compile
@@ -16,10 +17,12 @@ Model Garden's `params_dict`). Every leaf is a `settings.setting` carrying its h
 flag name is unique across the tree, so the same name is the command-line flag
 (`--learning_rate`), the key in a run's record (`run.json`) and the keyword of
 `ExperimentConfig.from_settings` and `replace`. Each section checks its values when made: a bad
-one is a `UsageError` naming the setting. The adapter, lora and ia3 sections are the
-library's `AdapterConfig`, `LoRAConfig` and `IA3Config` themselves; `model.method` picks the
-one handed unchanged to `AdaptedBert` (`ModelConfig.set_config`): a method's own section, or
-for the paper's baselines (`top_k`, `layer_norm`, `full`) the adapter section under that
+one is a `UsageError` naming the setting. The model's method sections are made from the
+registry: each registered method's config class (`AdapterConfig`, `LoRAConfig`,
+`IA3Config`) under its section name, its fields named as the method's flags
+(`registry.Method.flag_name`: `lora_r`); `model.method` picks the one handed unchanged to
+`AdaptedBert` (`ModelConfig.set_config`): a method's own section, or for the paper's
+baselines (`top_k`, `layer_norm`, `full`) the bottleneck adapters' section under that
 `tuning`. Each setting of a section belongs to its method (`setting_methods`), so one given
 for a method that does not train is refused (`check_methods_settings`).
 """
@@ -37,8 +40,6 @@ import yaml
 from keras_adapters.hub import compatibility
 from keras_adapters.layers import self_attention
 from keras_adapters.methods import registry
-from keras_adapters.methods.ia3 import IA3Config
-from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.models import classifier
 from keras_adapters.models import tuning as tuning_lib
@@ -51,22 +52,35 @@ from keras_adapters.utils import settings
 
 setting = settings.setting
 AdapterConfig = adapter_config_lib.AdapterConfig
-# The library's own configs, which check their values themselves.
-LIBRARY_CONFIGS = (AdapterConfig,) + registry.config_classes()
-# What a task can train: the bottleneck adapters, a registered method, each with its section
-# of the same name (`lora`, `ia3`), or one of the paper's baselines, the tuning policies that
-# train parts of the base itself (`top_k`, `layer_norm`, `full`). A baseline is recorded as
-# the adapter section's `tuning`, as runs always recorded it.
-ADAPTERS_METHOD = "adapters"
+# The library's own configs, which check their values themselves: the registered methods'.
+LIBRARY_CONFIGS = registry.config_classes()
+# What a task can train: a registered method, each with its section, or one of the paper's
+# baselines, the tuning policies that train parts of the base itself (`top_k`, `layer_norm`,
+# `full`). A baseline is recorded as the bottleneck adapters' section's `tuning`, as runs
+# always recorded it.
+ADAPTERS_METHOD = AdapterConfig.method
 BASELINE_METHODS = tuple(policy for policy in tuning_lib.TUNING_POLICIES
                          if policy != ADAPTERS_METHOD)
 # Every name `--method` and `--methods` take.
 METHODS = tuple(dict.fromkeys((ADAPTERS_METHOD,) + registry.names() + BASELINE_METHODS))
+_PROJECTION_METHODS = tuple(name for name in registry.names() if name != ADAPTERS_METHOD)
+
+
+def _method_sections() -> type:
+  """A frozen dataclass with a section per registered method (`methods.registry`): its
+  config class under its section name (`adapter`, `lora`, `ia3`), at its defaults."""
+  return dataclasses.make_dataclass(
+      "MethodSections",
+      [(method.section, method.config_class,
+        dataclasses.field(default_factory=method.config_class))
+       for method in registry.methods()],
+      frozen=True, namespace=dict(__module__=__name__))
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
-  """The base encoder, its adapters and the head."""
+class ModelConfig(_method_sections()):
+  """The base encoder, what trains on it and the head: the settings below, and a section per
+  registered method (`model.adapter`, `model.lora`, `model.ia3`), its config class."""
   hub_handle: Optional[str] = setting(
       None, "TF Hub BERT encoder handle or local path; default: the embedded "
       "all-MiniLM-L6-v2 (keras_adapters.default_hub_handle()).")
@@ -80,7 +94,7 @@ class ModelConfig:
   method: str = setting(
       ADAPTERS_METHOD, "What a task trains: bottleneck adapters (their settings: --adapter_size, "
       "--leave_out, ...), a method that changes the frozen base's projections (its settings: "
-      f"--<method>_*): {', '.join(registry.names())}, or one of the paper's baselines, which "
+      f"--<method>_*): {', '.join(_PROJECTION_METHODS)}, or one of the paper's baselines, which "
       f"train parts of the base: {', '.join(BASELINE_METHODS)} (with --top_k). A setting of "
       "another method is refused.", choices=METHODS)
   recompute_attention: str = setting(
@@ -88,14 +102,11 @@ class ModelConfig:
       "them: the same gradients, far less memory at long sequences, a slower step. auto: when "
       f"--max_seq_length is at least {self_attention.RECOMPUTE_FROM_LENGTH}.",
       choices=self_attention.RECOMPUTE_CHOICES, execution=True)
-  adapter: AdapterConfig = dataclasses.field(default_factory=AdapterConfig)
-  lora: LoRAConfig = dataclasses.field(default_factory=LoRAConfig)
-  ia3: IA3Config = dataclasses.field(default_factory=IA3Config)
 
   @property
   def set_config(self):
     """The config of what the task trains, handed to `AdaptedBert(adapter_config=...)`."""
-    return self.adapter if self.method == ADAPTERS_METHOD else getattr(self, self.method)
+    return getattr(self, registry.get(self.method).section)
 
   @property
   def method_name(self):
@@ -124,8 +135,11 @@ class ModelConfig:
     settings.check_choice("method", self.method, METHODS)
     settings.check_choice("recompute_attention", self.recompute_attention,
                           self_attention.RECOMPUTE_CHOICES)
-    if not isinstance(self.adapter, AdapterConfig):
-      raise errors.UsageError(f"adapter={self.adapter!r}: give an AdapterConfig.")
+    for method in registry.methods():
+      section = getattr(self, method.section)
+      if not isinstance(section, method.config_class):
+        raise errors.UsageError(f"{method.section}={section!r}: give a "
+                                f"{method.config_class.__name__}.")
     if self.method != ADAPTERS_METHOD and self.adapter.tuning not in (ADAPTERS_METHOD,
                                                                       self.method):
       raise errors.UsageError(
@@ -289,10 +303,11 @@ def setting_methods(name: str) -> Tuple[str, ...]:
   spelling of the method itself; `()` for a setting every method shares (`learning_rate`)."""
   path = SETTINGS[name]
   section = field_type(ExperimentConfig, path[:-1]) if len(path) > 1 else None
-  if section in registry.config_classes():
-    return (section.method,)
-  if section is not AdapterConfig:
+  method = registry.of_config(section)
+  if method is None:
     return ()
+  if method.name != ADAPTERS_METHOD:
+    return (method.name,)
   if path[-1] == "tuning":
     return (ADAPTERS_METHOD,) + BASELINE_METHODS
   return (path[-1],) if path[-1] in BASELINE_METHODS else (ADAPTERS_METHOD,)
@@ -512,10 +527,20 @@ def field_type(config_cls: type, path: Tuple[str, ...]) -> Any:
   return typing.get_type_hints(config_cls)[path[-1]]
 
 
+def setting_name(config_cls: type, path: Tuple[str, ...]) -> str:
+  """The flag and record name of the setting at `path` of `config_cls`: a registered
+  method's field named as the method names its flags (`lora_r`), any other as its
+  `settings.setting` says."""
+  section = field_type(config_cls, path[:-1]) if len(path) > 1 else config_cls
+  field = {field.name: field for field in dataclasses.fields(section)}[path[-1]]
+  method = registry.of_config(section)
+  return method.flag_name(field) if method else settings.flag_name(field)
+
+
 def _flag_names() -> Dict[str, Tuple[str, ...]]:
   names = {}
-  for path, field in leaves():
-    name = settings.flag_name(field)
+  for path, _ in leaves():
+    name = setting_name(ExperimentConfig, path)
     if name in names:
       raise TypeError(f"Two settings are named {name!r}: {names[name]} and {path}.")
     names[name] = path
@@ -524,7 +549,7 @@ def _flag_names() -> Dict[str, Tuple[str, ...]]:
 
 # Flag name → path in the tree, for every setting.
 SETTINGS = _flag_names()
-EXECUTION_SETTINGS = tuple(settings.flag_name(field) for _, field in leaves()
+EXECUTION_SETTINGS = tuple(setting_name(ExperimentConfig, path) for path, field in leaves()
                            if field.metadata.get(settings.EXECUTION))
 
 
@@ -562,8 +587,9 @@ def _with_setting_names(message, config_cls):
   """A library config's message with each of its fields written as the setting
   (`leave_out=[6]` of a `LoRAConfig` as `lora_leave_out=[6]`), not another section's."""
   for field in dataclasses.fields(config_cls):
-    if settings.flag_name(field) != field.name:
-      message = re.sub(rf"(?<![\w.-]){field.name}=", f"{settings.flag_name(field)}=", message)
+    name = setting_name(config_cls, (field.name,))
+    if name != field.name:
+      message = re.sub(rf"(?<![\w.-]){field.name}=", f"{name}=", message)
   return message
 
 
@@ -572,7 +598,7 @@ def _named_as_its_setting(message, arguments, config_cls, path):
   (`adapter_init_stddev=-0.5: init_stddev must be ...`), the way the other sections name it."""
   for field in dataclasses.fields(config_cls):
     if message.startswith(f"{field.name} ") and field.name in arguments:
-      return f"{settings.flag_name(field)}={arguments[field.name]!r}: {message}"
+      return f"{setting_name(config_cls, (field.name,))}={arguments[field.name]!r}: {message}"
   return f"{message} (in {'.'.join(path)})"
 
 

@@ -34,9 +34,10 @@ SESSIONS_FILE = "sessions.json"
 _SETTINGS_ADDED_LATER = dict(
     mixed_precision="float32", jit_compile=False, method=config_definitions.ADAPTERS_METHOD,
     recompute_attention="auto",
-    **{settings.flag_name(field): list(value) if isinstance(value, tuple) else value
+    **{config_definitions.setting_name(config_cls, path):
+       list(value) if isinstance(value, tuple) else value
        for config_cls in config_definitions.LIBRARY_CONFIGS
-       for path, field in config_definitions.leaves(config_cls)
+       for path, _ in config_definitions.leaves(config_cls)
        for value in [getattr(config_cls(), path[-1])]})
 
 

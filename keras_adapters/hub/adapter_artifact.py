@@ -37,7 +37,6 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
-from keras_adapters.methods import projections
 from keras_adapters.methods import registry
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -46,12 +45,18 @@ CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
-# Tensors of an adapter set (adapters, LayerNorms) and of the head; anything else an artifact
-# stores is a base weight that its tuning changed.
-_TASK_TENSOR = re.compile(
-    r"head/|embeddings/layer_norm/|transformer/layer_\d+/(self_attention_layer_norm|"
-    r"output_layer_norm|attention_adapter|feedforward_adapter|"
-    rf"({'|'.join(projections.PROJECTIONS)})/({'|'.join(registry.names())}))/")
+# Tensors every adapter set holds (its LayerNorms) and the head's; with each registered
+# method's (`registry.Method.artifact_keys`), the task's. Anything else an artifact stores is
+# a base weight that its tuning changed.
+_SET_TENSOR = (r"head/", r"embeddings/layer_norm/",
+               r"transformer/layer_\d+/(self_attention_layer_norm|output_layer_norm)/")
+
+
+def _is_task_tensor(key):
+  """Whether tensor `key` is the task's own (its set's or its head's), not the base's."""
+  patterns = _SET_TENSOR + tuple(pattern for method in registry.methods()
+                                 for pattern in method.artifact_keys)
+  return any(re.match(pattern, key) for pattern in patterns)
 
 
 class AdapterArtifactError(errors.UsageError):
@@ -286,7 +291,7 @@ def base_handle(config):
 def changed_base_weights(config):
   """The base weights an artifact replaces (its tuning trained them), by name; none for the
   `adapters` and `layer_norm` tunings, whose tasks can share one base."""
-  return sorted(key for key in config["tensors"] if not _TASK_TENSOR.match(key))
+  return sorted(key for key in config["tensors"] if not _is_task_tensor(key))
 
 
 def require_task_description(config, directory, what):

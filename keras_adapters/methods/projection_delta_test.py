@@ -136,7 +136,7 @@ class RegistryTest(tf.test.TestCase):
   def test_a_name_registers_once(self):
     lora = registry.get("lora")
     with self.assertRaisesRegex(ValueError, "'lora'.*already"):
-      registry.register("lora", lora.config_class, lora.layer_class)
+      registry.register(lora.config_class, learning_rate=1e-3, layer=lora.layer_class)
     self.assertIs(registry.get("lora"), lora)
 
 

@@ -27,16 +27,15 @@ class IA3Config(method_config.MethodConfig):
 
   target_modules: Tuple[str, ...] = settings.setting(
       ("key", "value", "output"), "Projections of each block that (IA)^3 rescales: query, "
-      "key, value, attention_output, intermediate, output.", flag="ia3_target_modules")
+      "key, value, attention_output, intermediate, output.")
   feedforward_modules: Tuple[str, ...] = settings.setting(
       ("output",), "Of --ia3_target_modules, those whose input is scaled rather than their "
       "output (peft's feedforward_modules; output: the intermediate activation, as in the "
-      "paper).", flag="ia3_feedforward_modules")
+      "paper).")
   leave_out: Tuple[int, ...] = settings.setting(
-      (), "Indices of the Transformer layers that get no (IA)^3 scales.", flag="ia3_leave_out")
+      (), "Indices of the Transformer layers that get no (IA)^3 scales.")
   train_layer_norms: bool = settings.setting(
-      False, "Train the base's LayerNorms with (IA)^3 (peft and AdapterHub keep them frozen).",
-      flag="ia3_train_layer_norms")
+      False, "Train the base's LayerNorms with (IA)^3 (peft and AdapterHub keep them frozen).")
 
   def __post_init__(self):
     method_config.use_python_numbers(self)

@@ -28,35 +28,33 @@ class LoRAConfig(method_config.MethodConfig):
   """
   method = "lora"
 
-  r: int = settings.setting(8, "LoRA rank r of every update.", flag="lora_r")
+  r: int = settings.setting(8, "LoRA rank r of every update.")
   alpha: float = settings.setting(
       8.0, "LoRA alpha: the update is scaled by alpha / r (alpha / sqrt(r) with "
-      "--lora_use_rslora).", flag="lora_alpha")
+      "--lora_use_rslora).")
   use_rslora: bool = settings.setting(
-      False, "Scale LoRA updates by alpha / sqrt(r) (rsLoRA) instead of alpha / r.",
-      flag="lora_use_rslora")
+      False, "Scale LoRA updates by alpha / sqrt(r) (rsLoRA) instead of alpha / r.")
   dropout: float = settings.setting(0.0, "Dropout on the input of each LoRA update while "
-                                    "training.", flag="lora_dropout")
+                                    "training.")
   target_modules: Tuple[str, ...] = settings.setting(
       ("query", "value"), "Projections of each block that get LoRA: query, key, value, "
       "attention_output, intermediate, output (the LoRA paper and peft's default: query and "
-      "value).", flag="lora_target_modules")
+      "value).")
   leave_out: Tuple[int, ...] = settings.setting(
-      (), "Indices of the Transformer layers that get no LoRA.", flag="lora_leave_out")
+      (), "Indices of the Transformer layers that get no LoRA.")
   init_weights: str = settings.setting(
       "lora", "How A and B start: lora (peft's and AdapterHub's default: A Kaiming-uniform, "
       "B zero), gaussian (peft: A normal with std 1/r, B zero) or bert (AdapterHub: both "
-      "normal, std 0.02).", choices=definition.INITIALISATIONS, flag="lora_init_weights")
+      "normal, std 0.02).", choices=definition.INITIALISATIONS)
   train_layer_norms: bool = settings.setting(
-      False, "Train the base's LayerNorms with LoRA (peft and AdapterHub keep them frozen).",
-      flag="lora_train_layer_norms")
+      False, "Train the base's LayerNorms with LoRA (peft and AdapterHub keep them frozen).")
   use_dora: bool = settings.setting(
       False, "DoRA (Liu et al. 2024): also learn each output feature's length, m * (W + s·B·A) "
-      "/ ||W + s·B·A|| (peft's and AdapterHub's use_dora).", flag="lora_use_dora")
+      "/ ||W + s·B·A|| (peft's and AdapterHub's use_dora).")
   dora_variant: str = settings.setting(
       "peft", "Whose DoRA with --lora_use_dora: peft (the bias apart, the norm of W + s·B·A, "
       "a constant for gradients) or adapterhub (the bias rescaled too, the norm of W + B·A).",
-      choices=dora.VARIANTS, flag="lora_dora_variant")
+      choices=dora.VARIANTS)
 
   def __post_init__(self):
     method_config.use_python_numbers(self)
