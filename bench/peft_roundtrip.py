@@ -2,7 +2,9 @@
 
 For each `LoRAConfig` of `PEFT_MODELS` (LoRA on the query and value, which peft's config
 names; on the feed-forward projections with the first and last layers left out, and on every
-projection of the blocks, which it gives as a regex over BERT's module names; rsLoRA) this
+projection of the blocks, which it gives as a regex over BERT's module names; rsLoRA; on every
+dense layer and the pooler's, peft's `["query", "key", "value", "dense"]`, and on the pooler
+with a layer left out, a regex) this
 builds a task model on the embedded all-MiniLM-L6-v2 with random LoRA factors and a random
 classifier on BERT's pooler (`BertForSequenceClassification`'s head), exports it with
 `save_peft`, and computes its logits on the token ids of the test fixtures'
@@ -49,6 +51,12 @@ PEFT_MODELS = {
                                       "intermediate", "output"), leave_out=(3,)),
     "rslora": keras_adapters.LoRAConfig(r=16, alpha=8, use_rslora=True,
                                         target_modules=("query", "key", "value")),
+    # peft's target_modules=["query", "key", "value", "dense"]: the pooler's dense too.
+    "every_dense_and_pooler": keras_adapters.LoRAConfig(
+        r=4, alpha=8, target_modules=("query", "key", "value", "attention_output",
+                                      "intermediate", "output", "pooler")),
+    "pooler_leave_out": keras_adapters.LoRAConfig(
+        r=4, alpha=8, target_modules=("value", "output", "pooler"), leave_out=(0,)),
 }
 
 # Runs in the harness's venv: peft loads each exported folder onto BERT's sequence classifier
@@ -74,13 +82,6 @@ _PEER = adapterhub_roundtrip.PEER_PREAMBLE + textwrap.dedent("""
 """)
 
 
-def expected_modules(config, num_layers):
-  """BERT's module names that `config` puts LoRA on, as peft names them."""
-  return sorted(f"bert.encoder.layer.{layer}.{peft._MODULES[target]}"  # pylint: disable=protected-access
-                for layer in range(num_layers) if layer not in config.leave_out
-                for target in config.target_modules)
-
-
 def main(argv):
   del argv
   if adapterhub_roundtrip.peer_missing():
@@ -98,7 +99,7 @@ def main(argv):
                                                 heads=_HEADS)
   for name, result in results.items():
     result["wrapped_as_expected"] = (
-        result["wrapped_modules"] == expected_modules(PEFT_MODELS[name], num_layers))
+        result["wrapped_modules"] == peft.module_names(PEFT_MODELS[name], num_layers))
   record = dict(machine=harness.machine_info(), tolerance=adapterhub_roundtrip.TOLERANCE,
                 base="all-MiniLM-L6-v2 (embedded default)", peer_versions=peer["versions"],
                 sentences=len(inputs["input_word_ids"]),
