@@ -27,7 +27,8 @@ class IA3Config(method_config.MethodConfig):
 
   target_modules: Tuple[str, ...] = settings.setting(
       ("key", "value", "output"), "Projections of each block that (IA)^3 rescales: query, "
-      "key, value, attention_output, intermediate, output.")
+      "key, value, attention_output, intermediate, output, and pooler (BERT's pooler "
+      "projection).")
   feedforward_modules: Tuple[str, ...] = settings.setting(
       ("output",), "Of --ia3_target_modules, those whose input is scaled rather than their "
       "output (peft's feedforward_modules; output: the intermediate activation, as in the "

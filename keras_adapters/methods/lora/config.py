@@ -17,7 +17,8 @@ class LoRAConfig(method_config.MethodConfig):
   artifacts. The names follow peft's `LoraConfig` and AdapterHub's `LoRAConfig`: `r`,
   `alpha` (peft's `lora_alpha`), `use_rslora`, `dropout` (`lora_dropout`), `target_modules`
   (the block's projections: peft's `query`/`key`/`value`, AdapterHub's `attn_matrices`, the
-  attention output and the feed-forward `intermediate` and `output`), `leave_out` (peft's
+  attention output and the feed-forward `intermediate` and `output`; and `pooler`, BERT's
+  pooler projection, which peft's "dense" also wraps), `leave_out` (peft's
   `layers_to_transform`, inverted), `use_dora` (DoRA, Liu et al. 2024, computed as peft or
   AdapterHub does: `dora_variant`; see `dora.py`).
 
@@ -38,8 +39,8 @@ class LoRAConfig(method_config.MethodConfig):
                                     "training.")
   target_modules: Tuple[str, ...] = settings.setting(
       ("query", "value"), "Projections of each block that get LoRA: query, key, value, "
-      "attention_output, intermediate, output (the LoRA paper and peft's default: query and "
-      "value).")
+      "attention_output, intermediate, output, and pooler: BERT's pooler projection, which "
+      "peft's 'dense' also wraps (the LoRA paper and peft's default: query and value).")
   leave_out: Tuple[int, ...] = settings.setting(
       (), "Indices of the Transformer layers that get no LoRA.")
   init_weights: str = settings.setting(
