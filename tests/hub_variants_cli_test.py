@@ -1,7 +1,8 @@
 """`run_classification.py` on genuine Model Garden exports other than the default test encoder:
 a BertEncoderV2 with a narrower embedding and an `mlm` subobject, and a SentencePiece encoder
 with its SentencePiece preprocessing model; a preprocessing model of another casing; and an
-AdapterHub placement given on the command line."""
+AdapterHub placement given on the command line, checked in the BertEncoderV2's run (each run
+trains, scores and exports)."""
 
 import json
 import os
@@ -41,24 +42,16 @@ class HubVariantsCliTest(tf.test.TestCase):
         text=tf.constant(["w1 w2 w3", "w25 w30"]))
     self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), [1.0, 1.0])
 
-  def test_bert_v2_with_embedding_projection_and_mlm(self):
+  def test_bert_v2_with_embedding_projection_and_mlm_and_an_adapterhub_placement(self):
+    """A BertEncoderV2 export trains, scores and serves strings; in the same run,
+    --adapter_config='{...}' gives AdapterHub's Pfeiffer placement: one adapter per layer,
+    after the feed-forward block, which the artifact records."""
     handle = testing.export_model_garden_variant("bert_v2_embedding_width_with_mlm",
                                                  os.path.join(self.root, "variants"))
-    model_dir, printed = self._run(handle, testing.tiny_preprocess_handle(_SEQ_LENGTH))
+    model_dir, printed = self._run(
+        handle, testing.tiny_preprocess_handle(_SEQ_LENGTH),
+        adapter_config='{"mh_adapter": false, "original_ln_before": true}')
     self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
-    self._assert_serves_strings(model_dir)
-
-  def test_sentencepiece_encoder_and_preprocessing(self):
-    encoder, preprocess = testing.tiny_sentencepiece_handles(_SEQ_LENGTH)
-    model_dir, printed = self._run(encoder, preprocess)
-    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
-    self._assert_serves_strings(model_dir)
-
-  def test_adapter_config_flag_gives_an_adapterhub_placement(self):
-    """--adapter_config='{...}' trains and exports AdapterHub's Pfeiffer placement: one
-    adapter per layer, after the feed-forward block; the artifact records it."""
-    model_dir, _ = self._run(testing.tiny_hub_handle(), testing.tiny_preprocess_handle(),
-                             adapter_config='{"mh_adapter": false, "original_ln_before": true}')
     self._assert_serves_strings(model_dir)
     with open(os.path.join(model_dir, "export", "adapters", "adapter_config.json"),
               encoding="utf-8") as f:
@@ -68,6 +61,12 @@ class HubVariantsCliTest(tf.test.TestCase):
     tensors = adapter_artifact.read_tensors(os.path.join(model_dir, "export", "adapters"))
     self.assertEmpty([name for name in tensors if "attention_adapter" in name])
     self.assertNotEmpty([name for name in tensors if "feedforward_adapter" in name])
+
+  def test_sentencepiece_encoder_and_preprocessing(self):
+    encoder, preprocess = testing.tiny_sentencepiece_handles(_SEQ_LENGTH)
+    model_dir, printed = self._run(encoder, preprocess)
+    self.assertRegex(printed, r"\ntest: accuracy \d+\.\d\d%")
+    self._assert_serves_strings(model_dir)
 
   def test_preprocessing_of_another_casing_is_refused_before_training(self):
     root = self.create_tempdir().full_path
