@@ -20,10 +20,14 @@ from keras_adapters.keras3.artifacts import build_classifier
 from keras_adapters.keras3.artifacts import load_adapters
 from keras_adapters.keras3.artifacts import load_task_model
 from keras_adapters.keras3.artifacts import save_adapters
+from keras_adapters.keras3.keras_hub_lora import load_keras_hub_lora
+from keras_adapters.keras3.keras_hub_lora import save_keras_hub_lora
+from keras_adapters.keras3.serving import export_task
 from keras_adapters.methods.ia3.config import IA3Config
 from keras_adapters.methods.lora.config import LoRAConfig
 from keras_adapters.models.adapter_config import AdapterConfig
 
 __all__ = ["AdapterConfig", "IA3Config", "LoRAConfig", "PreprocessingConfig",
            "SUPPORTED_BACKBONES", "adapt", "build_classifier", "load_adapters",
-           "load_task_model", "merge", "save_adapters"]
+           "load_task_model", "merge", "save_adapters", "export_task", "load_keras_hub_lora",
+           "save_keras_hub_lora"]
