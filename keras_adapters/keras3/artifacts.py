@@ -30,10 +30,12 @@ PreprocessingConfig = adapter_artifact.PreprocessingConfig
 # What a head reads: `pooled_output` (BERT's pooler), the mean of `sequence_output` over
 # real tokens, or its first token; the Keras 2 `build_classifier`'s poolings.
 POOLINGS = ("cls", "mean", "first_token")
-# The Keras 2 block's adapter slots → the keras-hub block's placements (`adapt`).
+# The Keras 2 block's adapter slots → the keras-hub block's placements (`adapt`), and its
+# LayerNorms → the keras-hub block's, after the same sub-layers.
 _SLOTS = {"attention_adapter": "mh_adapter", "feedforward_adapter": "output_adapter"}
 _LAYER_NORMS = {"self_attention_layer_norm": "_self_attention_layer_norm",
                 "output_layer_norm": "_feedforward_layer_norm"}
+_SLOT_LAYER_NORMS = dict(zip(_SLOTS, _LAYER_NORMS.values()))
 
 
 def build_classifier(backbone, num_classes, dropout_rate=0.1, pooling="cls",
@@ -230,12 +232,16 @@ def adapter_weights(backbone):
   for index, block in enumerate(backbone.transformer_layers):
     prefix = f"transformer/layer_{index}"
     for slot, attribute in _LAYER_NORMS.items():
-      keyed.update(_layer_norm(f"{prefix}/{slot}", getattr(block, attribute)))
+      # A LayerNorm an adapter wraps (Pfeiffer's placement) is the wrapper's `layer_norm`.
+      norm = getattr(block, attribute)
+      keyed.update(_layer_norm(f"{prefix}/{slot}", getattr(norm, "layer_norm", norm)))
     for slot, placement in _SLOTS.items():
-      wrapper = getattr(block, _ADAPTER_ATTRIBUTES[placement])
-      if isinstance(wrapper, layers.AdaptedSublayerOutput):
-        keyed.update({f"{prefix}/{slot}/{name}": variable
-                      for name, variable in _bottleneck_weights(wrapper.adapter).items()})
+      # An adapter sits after the sub-layer's dropout or (Pfeiffer's) at its LayerNorm.
+      for wrapper in (getattr(block, _ADAPTER_ATTRIBUTES[placement]),
+                      getattr(block, _SLOT_LAYER_NORMS[slot])):
+        if isinstance(getattr(wrapper, "adapter", None), layers.BottleneckAdapter):
+          keyed.update({f"{prefix}/{slot}/{name}": variable
+                        for name, variable in _bottleneck_weights(wrapper.adapter).items()})
     for target, (owner, attribute) in _PROJECTION_ATTRIBUTES.items():
       projection = getattr(getattr(block, owner) if owner else block, attribute)
       if isinstance(projection, layers.AdaptedProjection):
