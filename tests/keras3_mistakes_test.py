@@ -4,10 +4,13 @@ naming what to change, raised before the backbone changes."""
 
 from absl.testing import parameterized
 import keras
+import keras_hub
 import tensorflow as tf
 
 from keras_adapters import keras3 as kak
+from keras_adapters.keras3 import layers
 from keras_adapters.keras3 import testing
+from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import errors
 
 
@@ -33,8 +36,10 @@ class AdaptMistakesTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ("parallel", kak.AdapterConfig(is_parallel=True), r"AdapterConfig\(is_parallel=True\) "
        r"is not supported on Keras 3 yet: leave is_parallel at False"),
-      ("pfeiffer", kak.AdapterConfig(mh_adapter=False, original_ln_before=True),
-       r"original_ln_before=True.*Keras 2 path"),
+      ("pfeiffer_skip_after_the_norm", kak.AdapterConfig(
+          mh_adapter=False, original_ln_before=True, residual_before_ln=False),
+       r"original_ln_before=True, residual_before_ln=False\) is not supported on Keras 3 "
+       r"yet: .*residual_before_ln=True"),
       ("tuning", kak.AdapterConfig(tuning="full"), r"tuning='full'.*leave tuning at "
        "'adapters'"),
   )
@@ -57,6 +62,48 @@ class AdaptMistakesTest(tf.test.TestCase, parameterized.TestCase):
     backbone = testing.tiny_backbone()
     backbone.enable_lora(2)
     self.assert_refused(backbone, kak.LoRAConfig(), r"keras-hub's own LoRA \(enable_lora\)")
+
+
+class EncoderAndConversionMistakesTest(tf.test.TestCase):
+  """Another encoder than the `TransformerEncoder` ones, AdapterDrop on blocks the backbone
+  does not have, and a TF Hub model that `from_tf_hub` or `tokenizer_from_tf_hub` cannot
+  convert: one line each, naming what to pass."""
+
+  def assert_one_line(self, pattern, function, *args):
+    with self.assertRaisesRegex(errors.UsageError, pattern) as raised:
+      function(*args)
+    self.assertNotIn("\n", str(raised.exception))
+
+  def test_albert_is_refused_naming_the_encoders_supported(self):
+    albert = keras_hub.models.AlbertBackbone(
+        vocabulary_size=100, num_layers=2, num_heads=2, embedding_dim=8, hidden_dim=16,
+        intermediate_dim=32, max_sequence_length=16)
+    self.assert_one_line(
+        r"cannot adapt a AlbertBackbone: it supports keras-hub's BertBackbone, "
+        r"RobertaBackbone, XLMRobertaBackbone, DistilBertBackbone, ElectraBackbone",
+        kak.adapt, albert, kak.LoRAConfig())
+
+  def test_adapter_drop_beyond_the_backbone_is_refused(self):
+    backbone = kak.adapt(testing.tiny_backbone(), kak.AdapterConfig(adapter_size=4))
+    self.assert_one_line(r"drop_adapters names layers \[2\] that the BertBackbone does not "
+                         r"have: it has layers 0\.\.1", kak.drop_adapters, backbone, [0, 2])
+    # Refused before any block changed.
+    self.assertIsInstance(backbone.transformer_layers[0]._feedforward_dropout,
+                          layers.AdaptedSublayerOutput)
+
+  def test_from_tf_hub_refuses_a_folder_without_a_saved_model(self):
+    self.assert_one_line(r"No TF Hub BERT encoder at .*: it is not a folder holding a "
+                         r"SavedModel", kak.from_tf_hub, self.get_temp_dir())
+
+  def test_from_tf_hub_refuses_a_preprocessing_model(self):
+    self.assert_one_line(r"is a BERT preprocessing model, not an encoder: pass it to "
+                         r"kak.tokenizer_from_tf_hub", kak.from_tf_hub,
+                         tf_hub.local_folder(None, "preprocess"))
+
+  def test_tokenizer_from_tf_hub_refuses_an_encoder(self):
+    self.assert_one_line(r"is not a TF Hub BERT preprocessing model \(it has no tokenize "
+                         r"and bert_pack_inputs\)", kak.tokenizer_from_tf_hub,
+                         tf_hub.local_folder(None, "hub"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`adapt` and `merge`: the library's methods in the blocks of a keras-hub backbone.
+"""`adapt`, `merge` and `drop_adapters`: the library's methods in the blocks of a keras-hub
+backbone (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA: `backbones.ADAPTABLE`).
 
 `adapt(backbone, config)` changes the backbone in place, as keras-hub's own `enable_lora`
 does: each `TransformerEncoder` block gets the method's layers (`keras3.layers`) where the
@@ -10,6 +11,7 @@ import dataclasses
 import math
 
 from keras_adapters.keras3 import base_weights
+from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import layers
 from keras_adapters.layers import bottleneck
 from keras_adapters.methods import projections
@@ -18,7 +20,7 @@ from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.utils import errors
 
 # The backbones `adapt` knows, by class name (keras-hub's `keras_hub.models.<name>`).
-SUPPORTED_BACKBONES = ("BertBackbone",)
+SUPPORTED_BACKBONES = tuple(backbones.ADAPTABLE)
 
 # Where each projection of a keras-hub `TransformerEncoder` is: the attribute holding it, on
 # the block's self-attention layer (a `MultiHeadAttention`) or on the block itself.
@@ -34,15 +36,19 @@ _PROJECTION_ATTRIBUTES = {
 # and normalises: where a bottleneck adapter goes (Houlsby's placement).
 _ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
                        "output_adapter": "_feedforward_dropout"}
+# The LayerNorm after each sub-layer's residual add: where an adapter goes when the base's
+# add and LayerNorm come before it too (`original_ln_before`, Pfeiffer's placement).
+_LAYER_NORM_ATTRIBUTES = {"mh_adapter": "_self_attention_layer_norm",
+                          "output_adapter": "_feedforward_layer_norm"}
 
 # The config fields the Keras 3 path takes, by config class; any other field must keep its
-# default. `AdapterConfig` adapters sit after a sub-layer, before the base's residual add
-# and LayerNorm: sequential, with the base's add and LayerNorm after them only.
+# default. `AdapterConfig` adapters are sequential, with the base's residual add and
+# LayerNorm after them (and before them too with `original_ln_before`).
 _SUPPORTED_FIELDS = {
     adapter_config_lib.AdapterConfig: (
         "adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
-        "mh_adapter", "output_adapter", "scaling", "residual_before_ln",
-        "adapter_residual_before_ln", "ln_before", "ln_after"),
+        "mh_adapter", "output_adapter", "scaling", "original_ln_before",
+        "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after"),
     registry.get("lora").config_class: (
         "r", "alpha", "use_rslora", "dropout", "target_modules", "leave_out", "init_weights",
         "train_layer_norms"),
@@ -55,7 +61,9 @@ def adapt(backbone, config):
   """Puts the method of `config` into every block of a keras-hub `backbone`, in place.
 
   Bottleneck adapters (`AdapterConfig`) go after the attention and the feed-forward
-  sub-layers' outputs, before the residual add and LayerNorm (Houlsby's placement); LoRA
+  sub-layers' outputs, before the residual add and LayerNorm (Houlsby's placement), or
+  with `original_ln_before` between that add and LayerNorm and the LayerNorm again
+  (Pfeiffer's: `AdapterConfig(mh_adapter=False, original_ln_before=True)`); LoRA
   and (IA)³ (`LoRAConfig`, `IA3Config`) change the block's projections (`query`, `key`,
   `value`, `attention_output`, `intermediate`, `output`). The base freezes: only the
   method's layers train, with the LayerNorms (the embedding one included) when the config
@@ -132,29 +140,73 @@ def merge(model):
   _check_supported_backbone(backbone)
   merged = 0
   for block in backbone.transformer_layers:
-    for owner_name, attribute in _PROJECTION_ATTRIBUTES.values():
-      owner = getattr(block, owner_name) if owner_name else block
-      projection = getattr(owner, attribute)
-      if isinstance(projection, layers.AdaptedProjection):
-        _replace_sublayer(owner, attribute, projection.merged_projection())
+    for owner, attribute, wrapper in _method_layers(block):
+      if isinstance(wrapper, layers.AdaptedProjection):
+        _replace_sublayer(owner, attribute, wrapper.merged_projection())
         merged += 1
   for holder in {id(m): m for m in (model, backbone)}.values():
     _forget_traced_functions(holder)
   return merged
 
 
-def _check_supported_backbone(backbone):
-  if type(backbone).__name__ not in SUPPORTED_BACKBONES or not hasattr(
-      backbone, "transformer_layers"):
+def drop_adapters(model, layer_indices):
+  """AdapterDrop (Rücklé et al. 2021): removes the method's layers from the blocks
+  `layer_indices` of a backbone `adapt` changed, as `AdaptedBert.drop_adapters` does on
+  Keras 2; those blocks compute as the base's again (their LayerNorms keep what they
+  trained).
+
+  Args:
+    model: The adapted backbone, or a keras-hub task holding it (`model.backbone`).
+    layer_indices: Indices of the blocks to drop the layers of.
+
+  Returns:
+    The number of adapters, or adapted projections, removed.
+
+  Raises:
+    UsageError: An index names no block of the backbone.
+  """
+  backbone = getattr(model, "backbone", model)
+  _check_supported_backbone(backbone)
+  blocks = backbone.transformer_layers
+  outside = sorted(i for i in layer_indices if not 0 <= i < len(blocks))
+  if outside:
     raise errors.UsageError(
-        f"keras_adapters.keras3 cannot adapt a {type(backbone).__name__}: it supports "
-        f"keras-hub's {', '.join(SUPPORTED_BACKBONES)} (keras_hub.models.BertBackbone).")
+        f"drop_adapters names layers {outside} that the {type(backbone).__name__} does not "
+        f"have: it has layers 0..{len(blocks) - 1}.")
+  removed = 0
+  for index in sorted(set(layer_indices)):
+    for owner, attribute, wrapper in _method_layers(blocks[index]):
+      _replace_sublayer(owner, attribute, getattr(wrapper, _WRAPPED[type(wrapper)]))
+      removed += 1
+  for holder in {id(m): m for m in (model, backbone)}.values():
+    _forget_traced_functions(holder)
+  return removed
+
+
+# The attribute of each layer `adapt` puts into a block that holds the base layer it wraps.
+_WRAPPED = {layers.AdaptedProjection: "projection", layers.AdaptedSublayerOutput: "dropout",
+            layers.AdaptedLayerNorm: "layer_norm"}
+
+
+def _method_layers(block):
+  """(owner, attribute, layer) of each layer `adapt` put into `block`."""
+  places = [(getattr(block, owner_name) if owner_name else block, attribute)
+            for owner_name, attribute in _PROJECTION_ATTRIBUTES.values()]
+  places += [(block, attribute) for attribute in (*_ADAPTER_ATTRIBUTES.values(),
+                                                  *_LAYER_NORM_ATTRIBUTES.values())]
+  return [(owner, attribute, getattr(owner, attribute)) for owner, attribute in places
+          if type(getattr(owner, attribute)) in _WRAPPED]
+
+
+def _check_supported_backbone(backbone):
+  backbones.check_adaptable(backbone)
 
 
 def _check_backbone(backbone):
   _check_supported_backbone(backbone)
   sublayers = backbone._flatten_layers()  # pylint: disable=protected-access
-  if any(isinstance(layer, (layers.AdaptedProjection, layers.AdaptedSublayerOutput))
+  if any(isinstance(layer, (layers.AdaptedProjection, layers.AdaptedSublayerOutput,
+                            layers.AdaptedLayerNorm))
          for layer in sublayers):
     raise errors.UsageError(
         f"The {type(backbone).__name__} is adapted already; adapt a backbone once (build "
@@ -178,6 +230,13 @@ def _check_config(config):
           f"{type(config).__name__}({field.name}={value!r}) is not supported on Keras 3 yet: "
           f"leave {field.name} at {field.default!r} (Keras 3 takes "
           f"{', '.join(supported)}), or use the Keras 2 path (keras_adapters.AdaptedBert).")
+  if getattr(config, "original_ln_before", False) and config.residual_before_ln is not True:
+    raise errors.UsageError(
+        f"AdapterConfig(original_ln_before=True, residual_before_ln="
+        f"{config.residual_before_ln!r}) is not supported on Keras 3 yet: with the base's "
+        "LayerNorm before the adapter, its skip must start before that LayerNorm "
+        "(residual_before_ln=True, Pfeiffer's), or use the Keras 2 path "
+        "(keras_adapters.AdaptedBert).")
   if projections.POOLER in getattr(config, "target_modules", ()):
     raise errors.UsageError(
         f"{type(config).__name__}(target_modules={list(config.target_modules)!r}): the "
@@ -201,9 +260,10 @@ def _add_deltas(block, spec):
 
 
 def _add_adapters(block, config, adapter_size, hidden_size):
-  """A bottleneck adapter after each sub-layer the config places one at."""
+  """A bottleneck adapter after each sub-layer the config places one at: on its output, or
+  in the place of its LayerNorm (`original_ln_before`)."""
   options = config.adapter_options()
-  for placement, attribute in _ADAPTER_ATTRIBUTES.items():
+  for placement in _ADAPTER_ATTRIBUTES:
     if not options[placement]:
       continue
     adapter = layers.BottleneckAdapter(
@@ -211,7 +271,11 @@ def _add_adapters(block, config, adapter_size, hidden_size):
         {name: options[name] for name in bottleneck.LAYER_OPTIONS},
         dtype=block.dtype_policy, name=placement)
     adapter.build((None, None, hidden_size))
-    _replace_sublayer(block, attribute, layers.AdaptedSublayerOutput(
+    if options["original_ln_before"]:
+      attribute, wrapper = _LAYER_NORM_ATTRIBUTES[placement], layers.AdaptedLayerNorm
+    else:
+      attribute, wrapper = _ADAPTER_ATTRIBUTES[placement], layers.AdaptedSublayerOutput
+    _replace_sublayer(block, attribute, wrapper(
         getattr(block, attribute), adapter, dtype=block.dtype_policy,
         name=f"{attribute.strip('_')}_adapted"))
 

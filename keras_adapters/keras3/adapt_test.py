@@ -108,6 +108,23 @@ class AdaptTest(tf.test.TestCase):
                       if isinstance(layer, (layers.AdaptedProjection, layers.MethodDelta))])
     self.assertEqual(kak.merge(backbone), 0)
 
+  def test_drop_adapters_gives_blocks_the_base_s_computation(self):
+    """AdapterDrop on every block: trained-like adapters (Pfeiffer's placement) or LoRA
+    layers gone, the backbone computes as the base again."""
+    inputs = testing.tiny_inputs()
+    for config, count in ((kak.AdapterConfig(adapter_size=4, mh_adapter=False,
+                                             original_ln_before=True), 2),
+                          (kak.LoRAConfig(), 4)):
+      backbone = testing.tiny_backbone()
+      base = testing.sequence_output(backbone, inputs)
+      kak.adapt(backbone, config)
+      testing.randomize([layer for layer in backbone._flatten_layers() if isinstance(
+          layer, (layers.MethodDelta, layers.BottleneckAdapter))])
+      self.assertNotAllClose(testing.sequence_output(backbone, inputs), base, atol=1e-3)
+      self.assertEqual(kak.drop_adapters(backbone, [1]), count // 2)
+      self.assertEqual(kak.drop_adapters(backbone, [0, 1]), count // 2)
+      self.assertAllClose(testing.sequence_output(backbone, inputs), base, atol=1e-6)
+
   def test_a_compiled_task_fits_and_predicts_with_the_adapters(self):
     """`BertTextClassifier` on an adapted backbone, compiled as a user compiles it: its
     traced `predict` computes what an eager call does, adapters included, and `fit` trains

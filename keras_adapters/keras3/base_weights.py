@@ -32,13 +32,19 @@ def model_garden_weights(backbone):
   A projection that `adapt` wrapped gives its own frozen kernel and bias; the LayerNorms
   give their current values (which a config with `train_layer_norms` trains).
   """
+  # RoBERTa and DistilBERT hold their token and position embeddings in one layer, and have
+  # no segments and no pooler; ELECTRA (and a narrow `HubBertBackbone`) project embeddings.
+  embeddings = getattr(backbone, "embeddings", backbone)
   named = {
-      "word_embeddings/embeddings": backbone.token_embedding.embeddings,
-      "position_embedding/embeddings": backbone.position_embedding.position_embeddings,
-      "type_embeddings/embeddings": backbone.segment_embedding.embeddings,
-      "pooler_transform/kernel": backbone.pooled_dense.kernel,
-      "pooler_transform/bias": backbone.pooled_dense.bias,
+      "word_embeddings/embeddings": embeddings.token_embedding.embeddings,
+      "position_embedding/embeddings": embeddings.position_embedding.position_embeddings,
   }
+  if hasattr(backbone, "segment_embedding"):
+    named["type_embeddings/embeddings"] = backbone.segment_embedding.embeddings
+  for name, attribute in (("pooler_transform", "pooled_dense"),
+                          ("embedding_projection", "embeddings_projection")):
+    if getattr(backbone, attribute, None) is not None:
+      named.update(_parts(name, getattr(backbone, attribute)))
   named.update(_parts("embeddings/layer_norm", backbone.embeddings_layer_norm))
   for index, block in enumerate(backbone.transformer_layers):
     for name, path in _BLOCK_LAYERS.items():
@@ -52,6 +58,8 @@ def model_garden_weights(backbone):
 def _parts(prefix, layer):
   if isinstance(layer, layers.AdaptedProjection):
     layer = layer.projection
+  if isinstance(layer, layers.AdaptedLayerNorm):
+    layer = layer.layer_norm
   if hasattr(layer, "gamma"):
     return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
   return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}

@@ -124,7 +124,8 @@ class BottleneckAdapter(keras.layers.Layer):
   """A bottleneck adapter on a sub-layer's output `h`, before the block's residual add and
   LayerNorm: by default Houlsby's `h + s · (W_up · f(W_down · h + b_down) + b_up)`, with
   AdapterHub's options that apply there (`scaling`, `ln_before`, `ln_after`,
-  `adapter_residual_before_ln`).
+  `adapter_residual_before_ln`). Called with the block's LayerNorm, it sits in that
+  LayerNorm's place instead, on the residual sum (`original_ln_before`, Pfeiffer's).
 
   Args:
     adapter_size: `m`, the width of the down-projection.
@@ -140,9 +141,8 @@ class BottleneckAdapter(keras.layers.Layer):
     self.adapter_size = adapter_size
     self.activation = activation
     self.init_stddev = init_stddev
-    # The block adds the residual and applies its LayerNorm after this layer.
     defaults = {name: bottleneck.ADAPTER_OPTIONS[name] for name in bottleneck.LAYER_OPTIONS}
-    self.options = {**defaults, **options, "original_ln_after": False}
+    self.options = {**defaults, **options}
 
   def build(self, input_shape):
     self.down_project, self.up_project = bottleneck.projection_layers(
@@ -157,11 +157,19 @@ class BottleneckAdapter(keras.layers.Layer):
       if norm is not None:
         norm.build(input_shape)
 
-  def call(self, inputs):
+  def call(self, inputs, layer_norm=None):  # pylint: disable=arguments-differ
     parts = bottleneck.AdapterParts(
         project=lambda h: self.up_project(self.down_project(h)),
         norm_before=self.layer_norm_before, norm_after=self.layer_norm_after)
-    return bottleneck.place_adapter(ops, parts, self.options, inputs, None, None)
+    if layer_norm is None:
+      # On the sub-layer's output: the block adds the residual and normalises after this.
+      return bottleneck.place_adapter(ops, parts, {**self.options, "original_ln_after": False},
+                                      inputs, None, None)
+    # On the block's sum `h + x`, in place of its LayerNorm. With the adapter's skip from `h`
+    # (`residual_before_ln=True`), `x` enters the result only through that sum: the sum
+    # stands for `h`, zero for `x`.
+    return bottleneck.place_adapter(ops, parts, self.options, inputs, ops.zeros_like(inputs),
+                                    layer_norm)
 
 
 class AdaptedSublayerOutput(keras.layers.Layer):
@@ -182,6 +190,30 @@ class AdaptedSublayerOutput(keras.layers.Layer):
 
   def call(self, inputs, training=None):
     return self.adapter(self.dropout(inputs, training=training))
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+
+class AdaptedLayerNorm(keras.layers.Layer):
+  """A keras-hub block's LayerNorm on a sub-layer's residual sum `h + x`, with a
+  `BottleneckAdapter` on the normalised sum and the LayerNorm again after it: Pfeiffer's
+  placement (`original_ln_before`), `LayerNorm(h + x + s · f(LayerNorm(h + x)))`.
+
+  Args:
+    layer_norm: The block's `LayerNormalization` after the sub-layer.
+    adapter: The `BottleneckAdapter`, built.
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, layer_norm, adapter, **kwargs):
+    super().__init__(**kwargs)
+    self.layer_norm = layer_norm
+    self.adapter = adapter
+    self.built = True
+
+  def call(self, inputs):
+    return self.adapter(inputs, layer_norm=self.layer_norm)
 
   def compute_output_shape(self, input_shape):
     return input_shape

@@ -172,6 +172,36 @@ class BottleneckAdapterTest(tf.test.TestCase, parameterized.TestCase):
                       layer_norm=lambda v: v)
     self.assertAllClose(keras.ops.convert_to_numpy(keras3(h)) + x, expected, atol=1e-5)
 
+  @parameterized.named_parameters(
+      ("pfeiffer", dict()),
+      ("own_norms_scaled", dict(ln_before=True, ln_after=True, scaling=2.0)),
+  )
+  def test_in_the_layer_norm_s_place_computes_as_the_keras2_adapter(self, options):
+    """With the base's add and LayerNorm before the adapter too (`original_ln_before`), the
+    Keras 3 adapter in the block's LayerNorm's place, given `h + x`, computes what the Keras
+    2 adapter computes from `h` and `x`."""
+    options = {**{name: value for name, value in adapter_lib.ADAPTER_OPTIONS.items()
+                  if name not in ("mh_adapter", "output_adapter")},
+               "original_ln_before": True, **options}
+    keras2 = adapter_lib.Adapter(4, activation="relu", **options)
+    keras2.build((None, None, 8))
+    rng = np.random.RandomState(0)
+    for weight in keras2.weights:
+      weight.assign(rng.normal(scale=0.5, size=weight.shape))
+    keras3 = layers.BottleneckAdapter(4, "relu", 1e-2, options)
+    keras3.build((None, None, 8))
+    for weight in keras3.weights:
+      weight.assign(keras2.weights_by_key()[weight.path.split("/", 1)[1]].numpy())
+    layer_norm = keras.layers.LayerNormalization(epsilon=1e-12)
+    layer_norm.build((None, None, 8))
+    layer_norm.gamma.assign(rng.normal(size=8) + 1.0)
+    layer_norm.beta.assign(rng.normal(size=8))
+    h, x = _inputs(shape=(2, 3, 8)), _inputs(seed=5, shape=(2, 3, 8))
+    norm = lambda v: tf.constant(keras.ops.convert_to_numpy(layer_norm(v)))
+    expected = keras2(tf.constant(h), sublayer_input=tf.constant(x), layer_norm=norm)
+    actual = layers.AdaptedLayerNorm(layer_norm, keras3)(h + x)
+    self.assertAllClose(keras.ops.convert_to_numpy(actual), expected, atol=1e-5)
+
   def test_starts_near_the_identity_with_the_keras2_initialisers(self):
     keras3 = layers.BottleneckAdapter(4, "relu", 0.0, {})
     keras3.build((None, None, 8))

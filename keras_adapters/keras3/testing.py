@@ -19,6 +19,32 @@ def tiny_backbone(seed=0, dropout=0.0):
   return keras_hub.models.BertBackbone(**TINY_BACKBONE, dropout=dropout)
 
 
+def tiny_backbones(seed=0):
+  """One random-weight backbone of `TINY_BACKBONE`'s block shapes of each kind `adapt` takes,
+  by its `backbones.ADAPTABLE` name (no dropout)."""
+  sizes = {key: value for key, value in TINY_BACKBONE.items() if key != "vocabulary_size"}
+  vocabulary_size = TINY_BACKBONE["vocabulary_size"]
+  makers = {
+      "BertBackbone": keras_hub.models.BertBackbone,
+      "RobertaBackbone": keras_hub.models.RobertaBackbone,
+      "XLMRobertaBackbone": keras_hub.models.XLMRobertaBackbone,
+      "DistilBertBackbone": keras_hub.models.DistilBertBackbone,
+      "ElectraBackbone": lambda **kwargs: keras_hub.models.ElectraBackbone(
+          vocab_size=kwargs.pop("vocabulary_size"), embedding_dim=kwargs["hidden_dim"],
+          **kwargs),
+  }
+  found = {}
+  for name, make in makers.items():
+    keras.utils.set_random_seed(seed)
+    found[name] = make(vocabulary_size=vocabulary_size, dropout=0.0, **sizes)
+  return found
+
+
+def inputs_for(backbone, inputs):
+  """`inputs` (`tiny_inputs()`) less those `backbone` does not take (RoBERTa's segments)."""
+  return {tensor.name: inputs[tensor.name] for tensor in backbone.inputs}
+
+
 def tiny_inputs(batch_size=3, seq_length=8, seed=1):
   """A batch of token ids, segment ids and a padding mask (the last two tokens of the
   second example padded)."""
@@ -33,7 +59,10 @@ def tiny_inputs(batch_size=3, seq_length=8, seed=1):
 
 def sequence_output(backbone, inputs):
   """The backbone's sequence output for `inputs`, as NumPy (an eager call, no tracing)."""
-  return keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+  outputs = backbone(inputs)
+  # BERT and ELECTRA return a dict with the pooled output; RoBERTa and DistilBERT the sequence.
+  return keras.ops.convert_to_numpy(
+      outputs["sequence_output"] if isinstance(outputs, dict) else outputs)
 
 
 def randomize(layers, seed=2, scale=0.3):
@@ -52,6 +81,8 @@ def report_configs():
   from keras_adapters import keras3 as kak  # pylint: disable=g-import-not-at-top
   return {
       "houlsby": kak.AdapterConfig(adapter_size=4),
+      "pfeiffer": kak.AdapterConfig(mh_adapter=False, original_ln_before=True,
+                                    reduction_factor=4),
       "adapters_own_norms": kak.AdapterConfig(reduction_factor=4, ln_before=True,
                                               ln_after=True, mh_adapter=False, scaling=2.0,
                                               activation="gelu", leave_out=(0,)),

@@ -1,0 +1,113 @@
+"""`from_tf_hub` against the TF Hub encoders it converts: each Model Garden export variant
+of the test suite, and the embedded default base.
+
+The variants are exported by the Model Garden (Keras 2) in a Python of their own, so that
+this process stays Keras 3 only, as a Keras 3 user's does.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import parameterized
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+from keras_adapters import keras3 as kak
+from keras_adapters.keras3 import backbones
+from keras_adapters.keras3 import tf_hub_bert
+from keras_adapters.keras3 import tf_hub
+
+# Seven names, as `keras_adapters.hub.testing.MODEL_GARDEN_VARIANTS` has them.
+_VARIANTS = ("legacy_gelu_vocab", "legacy_exact_gelu_with_mlm", "legacy_relu_embedding_width",
+             "bert_sentencepiece_copy_pooler", "bert_with_mlm",
+             "bert_v2_embedding_width_with_mlm", "bert_v2_sentencepiece_relu")
+_EXPORT = ("import json, sys; from keras_adapters.hub import testing as t; "
+           "print(json.dumps({n: [t.export_model_garden_variant(n, sys.argv[1]), "
+           "t.MODEL_GARDEN_VARIANTS[n].activation] for n in t.MODEL_GARDEN_VARIANTS}))")
+
+
+def _inputs(vocabulary_size, seq_length=10):
+  """Another batch than the conversion's probe: three rows, two padded, two segments."""
+  rng = np.random.default_rng(7)
+  mask = (np.arange(seq_length)[None] < np.array([[seq_length], [7], [3]])).astype("int32")
+  segments = ((np.arange(seq_length)[None] >= np.array([[5], [4], [1]])) * mask)
+  return dict(token_ids=(rng.integers(0, vocabulary_size, mask.shape) * mask).astype("int32"),
+              segment_ids=segments.astype("int32"), padding_mask=mask)
+
+
+class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp(dir=tf.compat.v1.test.get_temp_dir())
+    result = subprocess.run([sys.executable, "-c", _EXPORT, cls.root], capture_output=True,
+                            text=True, timeout=1800, check=False)
+    if result.returncode:
+      raise AssertionError(result.stderr[-3000:])
+    cls.exports = json.loads(result.stdout.strip().splitlines()[-1])
+
+  def assert_same_outputs(self, handle, backbone, inputs):
+    expected = tf.saved_model.load(handle)(tf_hub_bert.hub_inputs(inputs), training=False)
+    actual = backbone(inputs, training=False)
+    for key in ("sequence_output", "pooled_output"):
+      self.assertAllClose(expected[key], keras.ops.convert_to_numpy(actual[key]), atol=1e-5,
+                          rtol=0, msg=key)
+
+  def test_the_suite_s_variants_are_all_here(self):
+    self.assertCountEqual(self.exports, _VARIANTS)
+
+  @parameterized.named_parameters(*[(name, name) for name in _VARIANTS])
+  def test_each_variant_converts_with_its_own_activation(self, name):
+    handle, activation = self.exports[name]
+    backbone = kak.from_tf_hub(handle)
+    self.assertIsInstance(backbone, keras_hub.models.BertBackbone)
+    self.assertEqual(backbone.activation, activation)
+    self.assert_same_outputs(handle, backbone, _inputs(backbone.vocabulary_size))
+
+  def test_a_converted_backbone_saves_and_loads_with_its_activation(self):
+    handle, _ = self.exports["legacy_relu_embedding_width"]
+    backbone = kak.from_tf_hub(handle)
+    path = f"{self.root}/relu.keras"
+    backbone.save(path)
+    loaded = keras.saving.load_model(path)
+    self.assertIsInstance(loaded, backbones.HubBertBackbone)
+    self.assertEqual((loaded.activation, loaded.embedding_dim), ("relu", 8))
+    self.assert_same_outputs(handle, loaded, _inputs(loaded.vocabulary_size))
+
+  def test_on_jax_a_variant_converts_to_the_same_outputs(self):
+    """In a fresh Python with `KERAS_BACKEND=jax`: the backbone's outputs on this test's
+    batch, against the TF Hub model's here."""
+    handle, _ = self.exports["bert_v2_embedding_width_with_mlm"]
+    code = ("import json, sys, keras, numpy as np; from keras_adapters import keras3 as kak; "
+            "from keras_adapters.keras3 import tf_hub_bert_test as t; "
+            "b = kak.from_tf_hub(sys.argv[1]); o = b(t._inputs(b.vocabulary_size)); "
+            "print(json.dumps([keras.backend.backend(), b.activation] + "
+            "[keras.ops.convert_to_numpy(o[k]).tolist() for k in "
+            "('sequence_output', 'pooled_output')]))")
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    result = subprocess.run([sys.executable, "-c", code, handle], capture_output=True,
+                            text=True, env=dict(environ, KERAS_BACKEND="jax"), timeout=900,
+                            check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    backend, activation, sequence, pooled = json.loads(result.stdout.strip().splitlines()[-1])
+    self.assertEqual((backend, activation), ("jax", "gelu_approximate"))
+    expected = tf.saved_model.load(handle)(tf_hub_bert.hub_inputs(_inputs(64)), training=False)
+    self.assertAllClose(expected["sequence_output"], sequence, atol=1e-5, rtol=0)
+    self.assertAllClose(expected["pooled_output"], pooled, atol=1e-5, rtol=0)
+
+  def test_the_embedded_default_converts_with_exact_gelu(self):
+    backbone = kak.from_tf_hub()
+    self.assertEqual((backbone.activation, backbone.num_layers, backbone.hidden_dim),
+                     ("gelu", 6, 384))
+    handle = tf_hub.local_folder(None, "hub")
+    self.assert_same_outputs(handle, backbone, _inputs(backbone.vocabulary_size, 16))
+
+
+if __name__ == "__main__":
+  tf.test.main()
