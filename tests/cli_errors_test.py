@@ -5,7 +5,7 @@ header, the same column for texts and labels) and an unwritable model cache are 
 The scripts run in subprocesses, as a user runs them, on the tiny random encoder and a small
 CSV file. The other CLI errors (a bad flag of every script, a run that diverges, `--verbose`,
 a rerun with another task's data) are replayed, each checked for its status and its one line,
-by bench/bad_inputs_test.py; their in-process refusals are `rerun_settings_test`'s and
+by tests/bad_inputs_test.py; their in-process refusals are `rerun_settings_test`'s and
 `user_mistakes_test`'s.
 """
 
