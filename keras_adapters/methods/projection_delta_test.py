@@ -31,7 +31,7 @@ class ProjectionsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_projection_raises_listing_the_known(self):
     with self.assertRaisesRegex(ValueError, r"'dense'.*\['query', 'key', 'value', "
-                                r"'attention_output', 'intermediate', 'output'\]"):
+                                r"'attention_output', 'intermediate', 'output', 'pooler'\]"):
       projection_delta.projection_widths("dense", 16, 64)
     with self.assertRaisesRegex(ValueError, "'dense'"):
       projection_delta.ProjectionDelta("dense", 4)
