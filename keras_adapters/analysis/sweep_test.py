@@ -121,7 +121,7 @@ class ExpandGridTest(parameterized.TestCase, tf.test.TestCase):
   @parameterized.named_parameters(
       ("empty", {}, "grid is empty"),
       ("unknown_field", dict(learning_rat=[1e-3]), "'learning_rat', which is not a setting; "
-       "the settings are: hub_handle"),
+       "the settings are: adapter_size"),
       ("no_values", dict(seed=[]), "give a non-empty list"),
       ("scalar", dict(seed=0), "give a non-empty list"),
       ("string", dict(tuning="full"), "give a non-empty list"),
