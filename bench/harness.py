@@ -17,8 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from absl import flags
 import numpy as np
@@ -38,6 +37,7 @@ from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
 import process_memory
+import timing
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
@@ -171,91 +171,27 @@ def make_train_step(model: keras.Model, num_train_steps: int) -> Callable[..., t
   return step
 
 
-def time_calls(fn: Callable[[], Any], *, steps: int, warmup_steps: int,
-               clock: Callable[[], float] = time.perf_counter) -> List[float]:
-  """Calls `fn` `warmup_steps` times untimed, then `steps` times timed.
-
-  Warm-up calls absorb tracing, graph optimisation and first-touch allocation, which a
-  long run pays once.
-
-  Args:
-    fn: The work to time. It must return only once the work is done (e.g. by converting
-      its result to NumPy), as TensorFlow may run ops asynchronously.
-    steps: Timed calls, at least 1.
-    warmup_steps: Untimed calls before them, at least 0.
-    clock: Seconds as a float; injectable for tests.
-
-  Returns:
-    The seconds each timed call took.
-
-  Raises:
-    ValueError: If `steps` < 1 or `warmup_steps` < 0.
-  """
-  if steps < 1 or warmup_steps < 0:
-    raise ValueError(f"Need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}.")
-  for _ in range(warmup_steps):
-    fn()
-  seconds = []
-  for _ in range(steps):
-    start = clock()
-    fn()
-    seconds.append(clock() - start)
-  return seconds
-
-
-def time_interleaved(fns: Mapping[str, Callable[[], Any]], *, rounds: int, warmup_steps: int,
-                     clock: Callable[[], float] = time.perf_counter) -> Dict[str, List[float]]:
-  """Times several setups in turns (A, B, C, A, B, C, ...) after warming each up.
-
-  A ratio of two setups timed one after the other absorbs whatever else the machine did in
-  between (another process, frequency scaling, a noisy neighbour): seen here, the same
-  inference overhead measured 23% in back-to-back processes and 7% in turns. Taking turns
-  spreads such drift over every setup alike.
-
-  Args:
-    fns: Setup name → its work, as for `time_calls`.
-    rounds: Timed calls of each setup, at least 1.
-    warmup_steps: Untimed calls of each setup first, at least 0.
-    clock: Seconds as a float; injectable for tests.
-
-  Returns:
-    Setup name → the seconds each of its timed calls took, in order.
-  """
-  if rounds < 1 or warmup_steps < 0:
-    raise ValueError(f"Need rounds >= 1 and warmup_steps >= 0, got {rounds} and {warmup_steps}.")
-  for fn in fns.values():
-    for _ in range(warmup_steps):
-      fn()
-  seconds = {name: [] for name in fns}
-  for _ in range(rounds):
-    for name, fn in fns.items():
-      seconds[name].extend(time_calls(fn, steps=1, warmup_steps=0, clock=clock))
-  return seconds
-
-
-def summarize_ms(seconds: Sequence[float]) -> Dict[str, Any]:
-  """Median, min and max of per-call times, in milliseconds, with every time kept.
-
-  The median is the headline figure: it ignores the odd call slowed by the OS or a garbage
-  collection, which the mean would not.
-
-  Args:
-    seconds: Per-call times in seconds, at least one.
-
-  Returns:
-    `median_ms`, `min_ms`, `max_ms` and `times_ms` (all calls, in order).
-  """
-  if not seconds:
-    raise ValueError("No timings to summarize.")
-  times_ms = [1e3 * s for s in seconds]
-  return dict(median_ms=statistics.median(times_ms), min_ms=min(times_ms),
-              max_ms=max(times_ms), times_ms=times_ms)
-
-
 def against_target(value: float, target: float) -> Dict[str, Any]:
   """A figure with the upper bound it should stay under, and whether it does."""
   return dict(value=value, target=target, met=value <= target)
 
+
+def encoder_dims(model: keras.Model) -> Tuple[int, int, int, int]:
+  """The layers, width, heads and feed-forward width of `model`'s encoder."""
+  (encoder,) = [layer.encoder for layer in model.layers if hasattr(layer, "encoder")]
+  return (encoder.num_layers, encoder.hidden_size, encoder.num_attention_heads,
+          encoder.intermediate_size)
+
+
+def make_forward(model: keras.Model) -> Callable[..., tf.Tensor]:
+  """`model`'s forward pass without training (inference), traced once for any batch shape."""
+  return tf.function(lambda batch: model(batch, training=False), input_signature=(INPUTS_SPEC,))
+
+
+# Timing, shared with the benchmark children that do not load Keras 2.
+time_calls = timing.time_calls
+time_interleaved = timing.time_interleaved
+summarize_ms = timing.summarize_ms
 
 # This process's memory now and at its peak, in MiB (the PyTorch side measures alike).
 peak_rss_mib = process_memory.peak_rss_mib

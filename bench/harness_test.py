@@ -1,6 +1,5 @@
 """Fast tests of the benchmark helpers, on fake clocks and a stand-in child script."""
 
-import itertools
 import json
 import textwrap
 
@@ -13,38 +12,10 @@ from keras_adapters.hub import testing
 from keras_adapters.training import trainer as trainer_lib
 
 
-def _fake_clock(durations):
-  """A clock whose successive timed calls take `durations` seconds, 1 s apart."""
-  ticks = itertools.accumulate([0.0] + [d for duration in durations for d in (duration, 1.0)])
-  return lambda: next(ticks)
-
-
 def test_machine_info_records_the_cpu():
   machine = harness.machine_info()
   assert machine["cpu_count"] >= 1
   assert {"cpu_model", "vector_extensions", "kernels"} <= set(machine)
-
-
-def test_time_calls_times_only_the_calls_after_warmup():
-  calls = []
-  seconds = harness.time_calls(lambda: calls.append(1), steps=3, warmup_steps=2,
-                               clock=_fake_clock([0.5, 0.25, 2.0]))
-  assert len(calls) == 5
-  assert seconds == [0.5, 0.25, 2.0]
-
-
-@pytest.mark.parametrize("steps, warmup_steps", [(0, 1), (1, -1)])
-def test_time_calls_rejects_bad_counts(steps, warmup_steps):
-  with pytest.raises(ValueError, match="steps >= 1"):
-    harness.time_calls(lambda: None, steps=steps, warmup_steps=warmup_steps)
-
-
-def test_summarize_ms_takes_the_median_not_the_mean():
-  summary = harness.summarize_ms([0.010, 0.012, 0.011, 0.500])
-  assert summary["median_ms"] == pytest.approx(11.5)
-  assert summary["min_ms"] == pytest.approx(10.0)
-  assert summary["max_ms"] == pytest.approx(500.0)
-  assert summary["times_ms"] == pytest.approx([10.0, 12.0, 11.0, 500.0])
 
 
 def test_ratio_of_medians_against_target():
@@ -81,20 +52,6 @@ def test_run_child_raises_with_the_child_stderr(tmp_path):
   script.write_text("import sys\nsys.exit('out of memory')\n")
   with pytest.raises(RuntimeError, match="status 1:\nout of memory"):
     harness.run_child(str(script), "train:full", {})
-
-
-def test_time_interleaved_takes_turns_after_warming_every_setup():
-  calls = []
-  seconds = harness.time_interleaved(
-      {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2,
-      warmup_steps=1, clock=_fake_clock([0.5, 0.25, 2.0, 4.0]))
-  assert calls == ["a", "b", "a", "b", "a", "b"]
-  assert seconds == {"a": [0.5, 2.0], "b": [0.25, 4.0]}
-
-
-def test_time_interleaved_rejects_bad_counts():
-  with pytest.raises(ValueError, match="rounds >= 1"):
-    harness.time_interleaved({"a": lambda: None}, rounds=0, warmup_steps=0)
 
 
 def test_write_record_adds_how_it_was_made(tmp_path):

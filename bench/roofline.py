@@ -81,10 +81,8 @@ _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_ha
 
 
 def _encoder_shape(model) -> matmul_rate.Shape:
-  (encoder,) = [layer.encoder for layer in model.layers if hasattr(layer, "encoder")]
-  return matmul_rate.Shape(layers=encoder.num_layers, hidden=encoder.hidden_size,
-                           heads=encoder.num_attention_heads,
-                           intermediate=encoder.intermediate_size,
+  layers, hidden, heads, intermediate = harness.encoder_dims(model)
+  return matmul_rate.Shape(layers=layers, hidden=hidden, heads=heads, intermediate=intermediate,
                            batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length)
 
 
@@ -101,8 +99,7 @@ def _runner(model, mode, inputs, labels):
   if mode == "train":
     step = harness.make_train_step(model, num_train_steps=1000)
     return lambda: step(inputs, labels).numpy()
-  forward = tf.function(lambda batch: model(batch, training=False),
-                        input_signature=(harness.INPUTS_SPEC,))
+  forward = harness.make_forward(model)
   return lambda: forward(inputs).numpy()
 
 
