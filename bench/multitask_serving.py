@@ -135,7 +135,7 @@ def _test_split():
   """The test split of `--task`, as the experiments split it (never written here)."""
   spec, examples = builtin_datasets.load_builtin_task(FLAGS.task)
   manifest = splits_lib.load_split_manifest(
-      os.path.join(_REPO_DIR, "experiments", "splits", f"{spec.name}.json"))
+      os.path.join(_REPO_DIR, "keras_adapters", "cli", "splits", f"{spec.name}.json"))
   _, _, test = splits_lib.apply_split_manifest(manifest, spec, examples)
   return spec, test
 

@@ -35,7 +35,7 @@ from keras_adapters.data import text_classification
 _TASK = "airline"
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The split the experiments train on, so that the subset is drawn from the same examples.
-_SPLIT_MANIFEST = os.path.join(_REPO_DIR, "experiments", "splits", f"{_TASK}.json")
+_SPLIT_MANIFEST = os.path.join(_REPO_DIR, "keras_adapters", "cli", "splits", f"{_TASK}.json")
 _TUNINGS = ("adapters", "full")
 _PADDINGS = ("dynamic", "fixed")
 

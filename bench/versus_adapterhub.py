@@ -217,7 +217,7 @@ def _measure_theirs(work_dir):
 def _write_airline_tsvs(folder):
   """The recorded airline split as the harness's train/dev/test TSVs (`text<TAB>label`)."""
   spec, splits = builtin_datasets.split_builtin_task(
-      "airline", os.path.join(_REPO_DIR, "experiments", "splits", "airline.json"))
+      "airline", os.path.join(_REPO_DIR, "keras_adapters", "cli", "splits", "airline.json"))
   if tuple(spec.label_names) != _AIRLINE_LABELS:
     raise RuntimeError(f"Airline labels {spec.label_names} are not the harness's "
                        f"{_AIRLINE_LABELS}.")

@@ -147,7 +147,8 @@ def _script_loaded(script: str):
     sys.path.remove(os.path.dirname(path))
     for name in set(flags.FLAGS) - flags_before:
       delattr(flags.FLAGS, name)
-    scripts = tuple(os.path.join(_REPO, folder) + os.sep for folder in ("experiments", "bench"))
+    scripts = tuple(os.path.join(_REPO, folder) + os.sep
+                    for folder in ("experiments", "bench", os.path.join("keras_adapters", "cli")))
     for name in set(sys.modules) - modules_before:
       if (getattr(sys.modules[name], "__file__", None) or "").startswith(scripts):
         del sys.modules[name]

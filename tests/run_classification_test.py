@@ -152,7 +152,7 @@ class RunClassificationTest(tf.test.TestCase):
 
   def test_default_manifest_goes_into_model_dir(self):
     """Without --split_manifest, a --data_path run records its split in --model_dir, never
-    in the repository's experiments/splits."""
+    in the package's keras_adapters/cli/splits."""
     model_dir = self._new_dir()
     argv = [a for a in self._argv(model_dir, "unused") if not a.startswith("--split_manifest")]
     with flagsaver.flagsaver():

@@ -185,7 +185,7 @@ def split_builtin_task(name: str, manifest_path: str) -> Tuple[TaskSpec, splits_
 
   Args:
     name: A key of `BUILTIN_TASKS`.
-    manifest_path: The split manifest, e.g. `experiments/splits/<name>.json`.
+    manifest_path: The split manifest, e.g. `keras_adapters/cli/splits/<name>.json`.
 
   Returns:
     The task and its train, validation and test examples.

@@ -117,7 +117,7 @@ def test_real_cached_files_have_their_published_sizes():
     assert sum(1 for _ in f) == 10000
   for name, sizes in (("sms_spam", [3617, 453, 452]), ("snli", [89902, 9988, 9824])):
     spec, parts = builtin_datasets.split_builtin_task(
-        name, os.path.join(_REPO_ROOT, "experiments", "splits", f"{name}.json"))
+        name, os.path.join(_REPO_ROOT, "keras_adapters", "cli", "splits", f"{name}.json"))
     assert [len(part) for part in parts] == sizes
   assert _class_counts(spec, parts[2]) == {
       "entailment": 3368, "neutral": 3219, "contradiction": 3237}

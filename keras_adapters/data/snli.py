@@ -120,7 +120,7 @@ def write_mnli_layout(output_dir: str, folder: str,
     output_dir: The GLUE data folder to write `MNLI/` into.
     folder: The folder of the SNLI files (`data_dir()`).
     split_ids: The ids of the "train", "validation" and "test" splits, e.g. the recorded
-      split `experiments/splits/snli.json`.
+      split `keras_adapters/cli/splits/snli.json`.
 
   Returns:
     The paths of the five files, written all at once (into a folder renamed into place).
