@@ -4,7 +4,8 @@ In subprocesses, as a user runs it (the CLIs' flags cannot share one process), o
 random encoder and a small CSV: the ablation study trains its one run, removes its adapters
 from every span of the 2 layers, writes its JSON and figure, and a rerun trains nothing again;
 the suite builds its table from hand-made comparisons without running anything; bad usage ends
-with one line naming the flag, status 2.
+with one line naming the flag, status 2 (a refusal of absl's parser and one of `main` as a user
+meets them, the other refusals of `main` in one further process by `experiments.testing`).
 """
 
 import concurrent.futures
@@ -28,6 +29,24 @@ def _run(*args):
   env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
   return subprocess.run([sys.executable, os.path.join("experiments", "run_analysis.py"), *args],
                         cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
+
+
+# Runs, in one process, each command line of stdin's JSON list through `cli_error` (as `cli.run`
+# would) and prints the exit statuses and lines.
+_CLI_ERRORS = """
+import json, sys
+from experiments import run_analysis
+from experiments import testing
+print(json.dumps([testing.cli_error(run_analysis.main, ["run_analysis.py", *args])
+                  for args in json.load(sys.stdin)]))
+"""
+
+
+def _cli_errors(cases):
+  """(exit status, lines) of each case's refusal by `run_analysis.main`, all in one process."""
+  result = subprocess.run([sys.executable, "-c", _CLI_ERRORS], input=json.dumps(cases),
+                          cwd=_REPO_ROOT, capture_output=True, text=True, check=True)
+  return [(status, lines) for status, lines in json.loads(result.stdout.splitlines()[-1])]
 
 
 def _main(argv):
@@ -116,25 +135,33 @@ class RunAnalysisTest(tf.test.TestCase):
 class CommandLineErrorsTest(tf.test.TestCase):
 
   def test_bad_usage_is_one_line_naming_the_flag(self):
-    cases = {
+    # As a user runs it: refused by absl's parser (the value as typed), and by `main`.
+    command_lines = {
         ("--study=nope",): "--study=nope",
-        (): "--study is required",
+        ("--study=init_scale", "--seeds=a"): "--seeds=a",
         ("--study=tradeoff", "--learning_rate=0.1"): "--learning_rate is set by --study=tradeoff",
+    }
+    # `main`'s other refusals, each reported as `cli.run` reports it.
+    in_one_process = {
+        (): "--study is required",
         ("--study=suite", "--tasks=airline,nope"): "--tasks=airline,nope: nope is no built-in",
         ("--study=ablation", "--tasks=airline"): "--tasks is for --study=suite",
         ("--study=tradeoff", "--rerun=adapters"): "--rerun is for --study=suite",
-        ("--study=init_scale", "--seeds=a"): "--seeds=a",
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-      results = dict(zip(cases, pool.map(lambda args: _run(*args), cases)))
-    for args, expected in cases.items():
+      reported = pool.submit(_cli_errors, [list(args) for args in in_one_process])
+      results = dict(zip(command_lines, pool.map(lambda args: _run(*args), command_lines)))
+    for args, expected in command_lines.items():
       result = results[args]
       lines = result.stderr.strip().splitlines()
       self.assertEqual(result.returncode, 2, (args, result.stderr))
       self.assertLen(lines, 1, (args, result.stderr))
       self.assertStartsWith(lines[0], "run_analysis.py: error: ")
       self.assertIn(expected, lines[0])
-
+    for (args, expected), (status, lines) in zip(in_one_process.items(), reported.result()):
+      self.assertEqual(status, 2, (args, lines))
+      self.assertLen(lines, 1, (args, lines))
+      self.assertIn(expected, lines[0])
 
 if __name__ == "__main__":
   tf.test.main()
