@@ -19,8 +19,6 @@ import sys
 import tempfile
 import time
 
-from keras_adapters.hub import huggingface
-from keras_adapters.hub import preprocessing
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 from keras_adapters.utils import paths
@@ -165,6 +163,9 @@ def default_hub_handle():
   # not by the Model Garden's exporter: it is replaced (the weights, and so the fingerprint
   # that artifacts record, stay the same).
   if not os.path.isfile(os.path.join(path, "assets", "vocab.txt")):
+    # Imported here: the converter loads Keras 2, which the Keras 3 face (asking only
+    # whether a name or handle is the default's) must not.
+    from keras_adapters.hub import huggingface  # pylint: disable=g-import-not-at-top
     source = _source_to_convert()
     with _announce(f"Converting {DEFAULT_MODEL_NAME} into a TF Hub encoder SavedModel", path):
       huggingface.convert_huggingface_bert(source, path)
@@ -186,6 +187,7 @@ def default_preprocess_handle():
   """Path of the matching TF Hub-format preprocessing SavedModel, built on first use."""
   path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
   if not os.path.isdir(path):
+    from keras_adapters.hub import preprocessing  # pylint: disable=g-import-not-at-top
     source = _source_to_convert()
     with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):
       preprocessing.build_preprocessing_savedmodel(

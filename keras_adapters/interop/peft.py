@@ -15,63 +15,28 @@ A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_
 `load_peft` builds the task model (`AdaptedBert(LoRAConfig)` + a `build_classifier` head on
 BERT's pooler, as `BertForSequenceClassification` has); `save_peft` writes one. Which modules
 carry LoRA is read from the tensors and checked against the config. Other peft types and
-options that change what the model computes are refused, naming the option.
+options that change what the model computes are refused, naming the option. The format
+itself (names, config, refusals) is `peft_format`'s, which the Keras 3 face shares.
 """
 
-import dataclasses
 import os
-import re
 
 import numpy as np
-from safetensors import numpy as safetensors_numpy
-import tensorflow as tf
 
-from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
-from keras_adapters.interop import safetensors_files
-from keras_adapters.methods import projections
-from keras_adapters.methods.lora import LoRAConfig
+from keras_adapters.interop import peft_format
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.models import saving
-from keras_adapters.utils import atomic_io
-from keras_adapters.utils import errors
 
-CONFIG_FILE = "adapter_config.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
-# The peft version whose format is written.
-PEFT_VERSION = "0.21.2"
-# Our projections → BERT's module paths inside `bert.encoder.layer.<i>`.
-_MODULES = {"query": "attention.self.query", "key": "attention.self.key",
-            "value": "attention.self.value", "attention_output": "attention.output.dense",
-            "intermediate": "intermediate.dense", "output": "output.dense"}
-# BERT's pooler projection, the target "pooler".
-_POOLER_MODULE = "bert.pooler.dense"
-_SELF_ATTENTION = ("query", "key", "value")
-# The targets whose BERT modules are named "dense", all of which peft's "dense" matches.
-_DENSE = frozenset({"attention_output", "intermediate", "output", projections.POOLER})
-_PREFIX = "base_model.model."
-# A wrapped module's tensor: its full name, its block (none for the pooler's) and which
-# tensor (DoRA's magnitudes with `use_dora`, one per wrapped module).
-_LORA_TENSOR = re.compile(
-    r"base_model\.model\.(bert\.encoder\.layer\.(\d+)\.[\w.]+|bert\.pooler\.dense)\."
-    r"(lora_A\.weight|lora_B\.weight|lora_magnitude_vector)")
-_PARTS = {"lora_a": "lora_A.weight", "lora_b": "lora_B.weight",
-          "magnitude": "lora_magnitude_vector"}
-_CLASSIFIER = ("classifier.weight", "classifier.bias")
-# peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
-_BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
-# LoraConfig options that change what the model computes, with their plain values.
-_PLAIN = {"lora_bias": False, "bias": "none", "fan_in_fan_out": False,
-          "layer_replication": None, "target_parameters": None,
-          "trainable_token_indices": None, "use_qalora": False, "use_bdlora": None,
-          "rank_pattern": {}, "alpha_pattern": {}, "alora_invocation_tokens": None,
-          "megatron_config": None}
-
-
-class PeftError(errors.UsageError):
-  """A peft artifact that cannot be read or written exactly; the message says why."""
+# The format's names, where they always were.
+CONFIG_FILE = peft_format.CONFIG_FILE
+WEIGHTS_FILE = peft_format.WEIGHTS_FILE
+PEFT_VERSION = peft_format.PEFT_VERSION
+PeftError = peft_format.PeftError
+module_name = peft_format.module_name
+module_names = peft_format.module_names
 
 
 def load_peft(directory, base_handle=None):
@@ -96,32 +61,18 @@ def load_peft(directory, base_handle=None):
     PeftError: Files missing, another peft type or task, options not supported here.
   """
   directory = os.fspath(directory)
-  meta = _read_config(directory)
-  adapter_artifact.check_input_folder(directory, adapter_artifact.PEFT, meta, PeftError)
-  tensors = _read_tensors(directory)
-  handle = _base_handle(meta, base_handle, directory)
+  meta, tensors = peft_format.read(directory)
+  if base_handle is None:
+    peft_format.check_default_base(meta, directory, _BASE_FIX)
+    base_handle = default_model.default_hub_handle()
   # Read once: AdaptedBert reads the same base from the cache of read_hub_encoder.
-  config = _lora_config(meta, tensors, directory,
-                        lambda: hub_encoder.read_hub_encoder(handle).config["num_layers"])
-  bert = adapted_bert.AdaptedBert(handle, adapter_config=config)
-  num_labels = tensors[_PREFIX + "classifier.bias"].shape[0]
-  model = classifier.build_classifier(bert, num_labels, pooling="cls")
-  names = _peft_names(model)
-  missing = sorted(set(names.values()) - set(tensors))
-  if missing:
-    raise PeftError(f"'{directory}/{WEIGHTS_FILE}' has no {missing[0]!r}"
-                    + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
-                    + ", which its other tensors and config call for: the file is incomplete. "
-                    "Copy it again, or save the adapter again with peft's save_pretrained.")
-  for key, variable in saving.task_variables(model).items():
-    if key not in names:
-      continue  # The base's LayerNorms: peft keeps them frozen.
-    value = np.ascontiguousarray(tensors[names[key]].T)
-    if tuple(variable.shape) != value.shape:
-      raise PeftError(f"Tensor {names[key]!r} of {directory!r} has shape {value.shape[::-1]}, "
-                      f"the model needs {tuple(variable.shape)[::-1]}: the artifact was made "
-                      "for another base.")
-    variable.assign(value)
+  config = peft_format.lora_config(
+      meta, tensors, directory,
+      lambda _: hub_encoder.read_hub_encoder(base_handle).config["num_layers"],
+      "base_handle")
+  bert = adapted_bert.AdaptedBert(base_handle, adapter_config=config)
+  model = classifier.build_classifier(bert, peft_format.num_labels(tensors), pooling="cls")
+  peft_format.load_weights(saving.task_variables(model), tensors, directory)
   return model
 
 
@@ -145,280 +96,22 @@ def save_peft(model, directory, *, base_model_name_or_path=None, overwrite=False
   Returns:
     `directory`.
   """
-  adapter_artifact.check_output_folder(directory, adapter_artifact.PEFT, overwrite, PeftError)
+  peft_format.check_output_folder(directory, overwrite)
   bert = saving.the_unmerged_bert(model, "save_peft", PeftError)
-  config = bert.adapter_config
-  if not isinstance(config, LoRAConfig):
-    raise PeftError(f"save_peft writes LoRA adapters; this model's adapter set is "
-                    f"{type(config).__name__}.")
-  if config.use_dora and config.dora_variant != "peft":
-    raise PeftError(f"The model's DoRA is dora_variant={config.dora_variant!r}, which peft "
-                    "does not compute (its norm and bias differ): save it with "
-                    "save_adapterhub, or train with dora_variant='peft'.")
   head = getattr(model, "head_config", None)
-  if head is None or head.pooling != "cls" or head.hidden_layers:
-    raise PeftError("save_peft writes BertForSequenceClassification's head: one dense layer "
-                    "on BERT's pooler. Build the model with build_classifier(..., "
-                    "pooling='cls', hidden_layers=0).")
+  peft_format.check_savable(bert.adapter_config, head and head.pooling,
+                            head and head.hidden_layers)
   changed = [key for key, value in bert.adapter_weights().items()
              if key in bert.base_layer_norms
              and not np.array_equal(value.numpy(), bert.base_layer_norms[key])]
   if changed:
-    raise PeftError(f"Training changed the base's LayerNorms (e.g. {changed[0]!r}), which a "
-                    "peft LoRA adapter cannot carry: train with train_layer_norms=False.")
-  names = _peft_names(model)
-  tensors = {names[key]: np.ascontiguousarray(variable.numpy().T)
-             for key, variable in saving.task_variables(model).items() if key in names}
-  meta = _peft_config(config, bert.encoder.num_layers,
-                      base_model_name_or_path or _default_base_name(bert))
-  with atomic_io.atomic_directory(directory, marker=CONFIG_FILE) as staging:
-    atomic_io.write_json(os.path.join(staging, CONFIG_FILE), meta)
-    atomic_io.write_bytes(os.path.join(staging, WEIGHTS_FILE),
-                          safetensors_numpy.save(tensors, {"format": "pt"}))
-  return directory
+    raise peft_format.changed_layer_norms_error(f"e.g. {changed[0]!r}")
+  values = {key: variable.numpy() for key, variable in saving.task_variables(model).items()}
+  return peft_format.write(
+      directory, bert.adapter_config, bert.encoder.num_layers,
+      peft_format.base_model_name(bert.handle, base_model_name_or_path), values)
 
 
-def _peft_names(model):
-  """Our task weight key → peft's tensor name, for the LoRA factors and the classifier."""
-  names = {}
-  for key in saving.task_variables(model):
-    match = re.fullmatch(
-        r"(?:transformer/layer_(\d+)/(\w+)|pooler_transform)/lora/(lora_a|lora_b|magnitude)",
-        key)
-    if match:
-      layer, target, weight = match.groups()
-      names[key] = (f"{_PREFIX}{module_name(target or projections.POOLER, layer)}."
-                    + _PARTS[weight])
-    elif key.startswith("head/"):
-      names[key] = _PREFIX + ("classifier.weight" if key.endswith("/kernel")
-                              else "classifier.bias")
-  return names
-
-
-def module_name(target, layer):
-  """BERT's full module name (`bert.encoder.layer.3.attention.self.query`,
-  `bert.pooler.dense`) of our projection `target` in block `layer`."""
-  if target == projections.POOLER:
-    return _POOLER_MODULE
-  return f"bert.encoder.layer.{layer}.{_MODULES[target]}"
-
-
-def module_names(config, num_layers):
-  """BERT's module names that `config` (a `LoRAConfig`) puts LoRA on, as peft names them."""
-  return sorted(module_name(target, layer) for target in config.target_modules
-                for layer in ([None] if target == projections.POOLER else
-                              [i for i in range(num_layers) if i not in config.leave_out]))
-
-
-def _target_of(module):
-  """Our projection of BERT's module `module` (a full name), or `None`."""
-  if module == _POOLER_MODULE:
-    return projections.POOLER
-  inner = re.sub(r"^bert\.encoder\.layer\.\d+\.", "", module)
-  return {m: t for t, m in _MODULES.items()}.get(inner)
-
-
-def _lora_config(meta, tensors, directory, base_layers):
-  """The `LoRAConfig` of a peft config, with the wrapped modules read from the tensors and
-  checked against the config; `base_layers()` is the base's number of layers (asked last)."""
-  if meta.get("peft_type") != "LORA":
-    raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; LoRA "
-                    "(peft_type 'LORA') is supported here.")
-  if meta.get("task_type") != "SEQ_CLS":
-    raise PeftError(f"{directory!r} adapts a {meta.get('task_type')!r} model; sequence "
-                    "classification (task_type 'SEQ_CLS') is supported here.")
-  for option, plain in _PLAIN.items():
-    if meta.get(option, plain) not in (plain, None) or (plain is None and meta.get(option)):
-      raise PeftError(f"The adapter uses peft's {option}={meta[option]!r}, which this library "
-                      f"does not implement; convert a plain LoRA adapter ({option}={plain!r}).")
-  _check_init(meta.get("init_lora_weights"))
-  missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
-  if missing:
-    raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
-                    "peft model with modules_to_save=['classifier'] (task_type='SEQ_CLS' does).")
-  weight, bias = (tensors[_PREFIX + name] for name in _CLASSIFIER)
-  if weight.ndim != 2 or bias.shape != weight.shape[:1]:
-    raise PeftError(f"'{directory}/{WEIGHTS_FILE}' holds a classifier whose weight has shape "
-                    f"{list(weight.shape)} (a row per class) but whose bias has shape "
-                    f"{list(bias.shape)}: the two disagree, so the file was edited or mixed "
-                    "from two adapters. Save the adapter again with peft's save_pretrained.")
-  layers, pooler = {}, set()
-  for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name)
-    if match and match.group(3) == "lora_magnitude_vector" and meta.get("use_dora") is not True:
-      raise PeftError(f"{directory!r} holds DoRA's {name!r}, but its config says use_dora="
-                      f"{meta.get('use_dora')!r}: peft would not load it. Save the adapter "
-                      "again with peft.")
-    if match:
-      module, layer, _ = match.groups()
-      target = _target_of(module)
-      if target is None:
-        raise PeftError(f"{name!r}: LoRA on BERT's {module!r} has no equivalent here (the "
-                        f"encoder blocks' {sorted(_MODULES.values())} and "
-                        f"{_POOLER_MODULE!r} do).")
-      if not _peft_targets(meta, module, None if layer is None else int(layer)):
-        raise PeftError(
-            f"{directory!r} holds {name!r}, but its config's target_modules="
-            f"{meta.get('target_modules')!r} (layers_to_transform="
-            f"{meta.get('layers_to_transform')!r}) does not wrap that module: peft would "
-            "ignore the tensor. Save the adapter again with peft.")
-      if layer is None:
-        pooler.add(target)
-      else:
-        layers.setdefault(int(layer), set()).add(target)
-    elif not name.startswith(_PREFIX + "classifier."):
-      raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
-                      "blocks, its pooler or the classifier.")
-  lacking = [name for name in sorted(tensors) if meta.get("use_dora") is True
-             and name.endswith(".lora_A.weight") and _LORA_TENSOR.fullmatch(name)
-             and name.replace("lora_A.weight", "lora_magnitude_vector") not in tensors]
-  if lacking:
-    raise PeftError(f"{directory!r} says use_dora=True but holds no DoRA magnitude "
-                    f"(lora_magnitude_vector) beside {lacking[0]!r}: the file is incomplete or "
-                    "from a plain LoRA adapter. Save the adapter again with peft.")
-  targets = set().union(*layers.values()) if layers else set()
-  uneven = [layer for layer, found in layers.items() if found != targets]
-  if not layers or uneven:
-    raise PeftError(f"{directory!r} has LoRA on {sorted(targets | pooler) or 'no module'}"
-                    + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
-                    + "; this library applies one set of target modules to every layer.")
-  try:
-    config = LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
-                        use_rslora=bool(meta.get("use_rslora", False)),
-                        use_dora=meta.get("use_dora") or False,
-                        dropout=meta.get("lora_dropout", 0.0),
-                        target_modules=tuple(targets | pooler),
-                        init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
-                        else "lora")
-  except (KeyError, ValueError) as error:
-    raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
-  _check_ranks(config.r, tensors, directory)
-  # The layers without LoRA tensors, the last ones too: the base says how many it has.
-  num_layers = base_layers()
-  if max(layers) >= num_layers:
-    raise PeftError(f"{directory!r} has LoRA in layer {max(layers)}; the base has "
-                    f"{num_layers} layers. Pass its own base as base_handle.")
-  return dataclasses.replace(
-      config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
-
-
-def _check_init(init):
-  """Refuses peft's `init_lora_weights` that rewrite the base weights when the adapter is
-  made: such an adapter only fits that rewritten base, which this library does not have
-  (peft itself rebuilds it)."""
-  if isinstance(init, str) and init.lower().startswith(_BASE_REWRITING_INITS):
-    raise PeftError(
-        f"The adapter's init_lora_weights={init!r} rewrites the base weights (PiSSA, OLoRA, "
-        "CorDA and LoftQ subtract their start from them), so it fits that rewritten base "
-        "only. Save it as a plain LoRA with peft's save_pretrained(..., "
-        "path_initial_model_for_weight_conversion=<the adapter saved before training>) and "
-        "load that (LoftQ has no such conversion).")
-
-
-def _check_ranks(rank, tensors, directory):
-  """Refuses LoRA tensors whose rank is not the config's `r` (A is `[r, in]`, B `[out, r]`)."""
-  for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name)
-    if not match or match.group(3) == "lora_magnitude_vector":
-      continue
-    shape = tensors[name].shape
-    found = shape[0] if match.group(3) == "lora_A.weight" else shape[-1]
-    if len(shape) != 2 or found != rank:
-      raise PeftError(
-          f"'{directory}/{WEIGHTS_FILE}' holds {name!r} of shape {list(shape)}, rank {found}, "
-          f"but its {CONFIG_FILE} says r={rank}: the config and the weights disagree (one "
-          "edited, or from two adapters). Save the adapter again with peft's save_pretrained.")
-
-
-def _peft_targets(meta, module, layer):
-  """Whether peft's config wraps `module` (a full name, `bert.encoder.layer.3.output.dense`)
-  of block `layer`, as peft's `check_target_module_exists` decides: `exclude_modules` and
-  `target_modules` as a regex matched whole or as names matched by their last parts, and
-  then `layers_to_transform`."""
-  excluded = meta.get("exclude_modules")
-  if isinstance(excluded, str) and re.fullmatch(excluded, module) or (
-      isinstance(excluded, list) and any(module == e or module.endswith("." + e)
-                                         for e in excluded)):
-    return False
-  targets = meta.get("target_modules")
-  if isinstance(targets, str):
-    return re.fullmatch(targets, module) is not None
-  targets = targets or ()
-  if module in targets:
-    return True
-  if not any(module.endswith("." + t) for t in targets):
-    return False
-  kept = meta.get("layers_to_transform")
-  if kept is None or kept == []:
-    return True
-  return layer in ([kept] if isinstance(kept, int) else kept)
-
-
-def _peft_config(config, num_layers, base_name):
-  """peft's `LoraConfig` dict of `config` on a `num_layers`-layer BERT."""
-  kept = [i for i in range(num_layers) if i not in config.leave_out]
-  modules = [_MODULES[t] for t in config.target_modules if t != projections.POOLER]
-  pooled = projections.POOLER in config.target_modules
-  # peft matches names by their last parts: "query" the attention's, "dense" every dense
-  # layer (the attention output's, the feed-forward's two and the pooler's), "pooler.dense"
-  # the pooler's. Other sets of modules, and a subset of the layers, are given as a regex
-  # over the full module names.
-  dense = {t for t in config.target_modules if t not in _SELF_ATTENTION}
-  names = {frozenset(): [], frozenset({projections.POOLER}): ["pooler.dense"],
-           _DENSE: ["dense"]}.get(frozenset(dense))
-  target_modules = ([_MODULES[t].rsplit(".", 1)[1] for t in config.target_modules
-                     if t in _SELF_ATTENTION] + names
-                    if names is not None and not config.leave_out else
-                    r"bert\.encoder\.layer\.(" + "|".join(map(str, kept)) + r")\.("
-                    + "|".join(re.escape(m) for m in modules) + ")"
-                    + ("|" + re.escape(_POOLER_MODULE)) * pooled)
-  return dict(
-      {option: value for option, value in _PLAIN.items()},
-      peft_type="LORA", task_type="SEQ_CLS", peft_version=PEFT_VERSION,
-      base_model_name_or_path=base_name, r=config.r, lora_alpha=config.alpha,
-      use_rslora=config.use_rslora, use_dora=config.use_dora, lora_dropout=config.dropout,
-      target_modules=target_modules, layers_to_transform=None, layers_pattern=None,
-      modules_to_save=["classifier", "score"], exclude_modules=None,
-      init_lora_weights="gaussian" if config.init_weights == "gaussian" else True,
-      inference_mode=True, revision=None, auto_mapping=None)
-
-
-def _read_config(directory):
-  path = os.path.join(directory, CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
-    raise PeftError(f"{directory!r} has no {CONFIG_FILE} (a peft adapter's config); give the "
-                    "folder peft's save_pretrained wrote.")
-  try:
-    return atomic_io.read_json(path)
-  except ValueError as error:
-    raise PeftError(f"{path!r} is not valid JSON: {error}.") from None
-
-
-def _read_tensors(directory):
-  path = os.path.join(directory, WEIGHTS_FILE)
-  if not tf.io.gfile.exists(path):
-    pickled = os.path.join(directory, "adapter_model.bin")
-    raise PeftError(f"{directory!r} has no {WEIGHTS_FILE}"
-                    + (" but a pickled adapter_model.bin, which is not read (loading it runs "
-                       "code)" if tf.io.gfile.exists(pickled) else "")
-                    + ": save with save_pretrained(..., safe_serialization=True).")
-  return safetensors_files.read_safetensors(
-      path, PeftError, "save it again with save_pretrained(..., safe_serialization=True).")
-
-
-def _base_handle(meta, base_handle, directory):
-  if base_handle is not None:
-    return base_handle
-  name = str(meta.get("base_model_name_or_path") or "")
-  if default_model.names_default_base(name):
-    return default_model.default_hub_handle()
-  raise PeftError(f"The adapter at {directory!r} was trained on {name or 'an unrecorded base'!r}"
-                  ", not the embedded default: pass base_handle= (a TF Hub BERT encoder of "
-                  "that model, e.g. converted with keras_adapters.hub.huggingface).")
-
-
-def _default_base_name(bert):
-  if default_model.is_default_base(bert.handle):
-    return default_model.DEFAULT_HF_NAME
-  raise PeftError(f"peft records the Hugging Face name of the base; {bert.handle!r} is not the "
-                  "embedded default, so pass base_model_name_or_path=.")
+# What to pass for an artifact of another base than the embedded default.
+_BASE_FIX = ("base_handle= (a TF Hub BERT encoder of that model, e.g. converted with "
+             "keras_adapters.hub.huggingface)")

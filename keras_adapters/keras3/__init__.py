@@ -21,6 +21,10 @@ from keras_adapters.keras3.artifacts import build_classifier
 from keras_adapters.keras3.artifacts import load_adapters
 from keras_adapters.keras3.artifacts import load_task_model
 from keras_adapters.keras3.artifacts import save_adapters
+from keras_adapters.keras3.interop import load_adapterhub
+from keras_adapters.keras3.interop import load_peft
+from keras_adapters.keras3.interop import save_adapterhub
+from keras_adapters.keras3.interop import save_peft
 from keras_adapters.keras3.keras_hub_lora import load_keras_hub_lora
 from keras_adapters.keras3.keras_hub_lora import save_keras_hub_lora
 from keras_adapters.keras3.serving import export_task
@@ -36,3 +40,4 @@ __all__ = ["AdapterConfig", "IA3Config", "LoRAConfig", "PreprocessingConfig",
            "load_task_model", "merge", "save_adapters", "export_task", "load_keras_hub_lora",
            "save_keras_hub_lora"]
 __all__ += ["drop_adapters", "from_tf_hub", "preprocessor_from_tf_hub", "tokenizer_from_tf_hub"]
+__all__ += ["load_adapterhub", "load_peft", "save_adapterhub", "save_peft"]
