@@ -1,0 +1,280 @@
+"""A text classification run on Keras 3, from the Keras 2 runner's settings and splits.
+
+`run_task(spec, splits, config, model_dir)` does what `keras_adapters.tasks.classification.
+run_task` does, on the backend `KERAS_BACKEND` names: it converts the TF Hub base
+(`from_tf_hub`), packs the text with its TF Hub preprocessor's vocabulary
+(`preprocessor_from_tf_hub`), puts in the method of `config.model` (`adapt`), trains with
+the Keras 2 path's optimiser (AdamW, decay 0.01 without LayerNorms and biases, gradients
+clipped to norm 1, linear warmup then linear decay to 0), scores the other labelled splits,
+and writes the library's adapter artifact and, on TensorFlow, the serving SavedModel.
+
+On JAX with more than one device, the steps run data parallel (`keras.distribution.
+DataParallel`: each device takes its slice of every batch, the weights are replicated);
+`config.runtime.mixed_precision` picks Keras 3's dtype policy (`bfloat16`:
+`mixed_bfloat16`: variables, LayerNorms and logits stay float32).
+"""
+
+import contextlib
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_adapters.data import metrics as metrics_lib
+from keras_adapters.data import split_checks
+# The package's `adapt` function hides the module's name: its names are imported.
+# pylint: disable=g-importing-member
+from keras_adapters.keras3.adapt import _check_config
+from keras_adapters.keras3.adapt import adapt
+from keras_adapters.keras3 import artifacts
+from keras_adapters.keras3 import serving
+from keras_adapters.keras3 import tf_hub_bert
+from keras_adapters.keras3 import tokenizer
+from keras_adapters.utils import atomic_io
+from keras_adapters.utils import errors
+
+RESULTS_FILE = "results.json"
+# The Keras 2 run records a Keras 3 run does not write: a folder holding them is another run.
+_KERAS2_RUN_FILE = "run.json"
+# `config.runtime.mixed_precision` → Keras 3's dtype policy.
+DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
+                  "float16": "mixed_float16"}
+# Variables AdamW does not decay, by name: LayerNorms' and biases, as the Model Garden's.
+_NOT_DECAYED = ("gamma", "beta", "bias")
+_EVAL_BATCH_SIZE = 64
+
+
+def run_task(spec, splits, config, model_dir, export_dir=None):
+  """Trains on `splits["train"]`, scores every other labelled split, optionally exports.
+
+  Args:
+    spec: The task (`keras_adapters.data.examples.TaskSpec`).
+    splits: Split name → `TextExamples`, with `"train"`.
+    config: The run's `ExperimentConfig`, as the Keras 2 runner takes it; settings the
+      Keras 3 path lacks are refused (`check_config`).
+    model_dir: Folder of the results (`results.json`). A Keras 3 run does not checkpoint or
+      resume: a rerun trains again.
+    export_dir: Folder of the adapter artifact (`adapters/`) and, on the TensorFlow backend,
+      the serving SavedModel (`saved_model/`); `None`: no export.
+
+  Returns:
+    The results also written to `model_dir/results.json`: metrics per labelled split,
+    predictions of the unlabelled ones, the training losses, parameter counts and timings.
+
+  Raises:
+    UsageError: A setting the Keras 3 path does not support, data a run cannot learn from,
+      a batch the devices cannot share, or a `model_dir` holding a Keras 2 run.
+  """
+  check_config(config)
+  split_checks.check_splits(spec, splits)
+  if tf.io.gfile.exists(os.path.join(model_dir, _KERAS2_RUN_FILE)):
+    raise errors.UsageError(
+        f"model_dir={model_dir!r} holds a Keras 2 run (run.json); a Keras 3 run would mix its "
+        "records with it: pass another model_dir.")
+  distribution = data_parallel(config.trainer.batch_size)
+  start = time.time()
+  base = tf_hub_bert.from_tf_hub(config.model.hub_handle)
+  if base.max_sequence_length < config.data.max_seq_length:
+    raise errors.UsageError(
+        f"max_seq_length={config.data.max_seq_length} is more than the base's "
+        f"{base.max_sequence_length} positions: give at most {base.max_sequence_length}.")
+  preprocessor = tokenizer.preprocessor_from_tf_hub(config.model.preprocess_handle)
+  preprocessor.sequence_length = config.data.max_seq_length
+  features = {name: tokenize(preprocessor, split) for name, split in splits.items()}
+  keras.utils.set_random_seed(config.trainer.seed)
+  with distribution.scope() if distribution else contextlib.nullcontext():
+    base_size = sum(int(np.prod(w.shape)) for w in base.weights)
+    model = task_model(base, spec.num_classes, config, distributed=distribution is not None)
+    trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    train_start = time.time()
+    losses = fit(model, features["train"], splits["train"].labels, config.trainer,
+                 regression=spec.is_regression, jit_compile=config.runtime.jit_compile)
+    train_seconds = time.time() - train_start
+    results = dict(
+        task=spec.name, keras=3, backend=keras.backend.backend(),
+        devices=len(distribution.device_mesh.devices.flatten()) if distribution else 1,
+        config=config.settings(), train_losses=losses, train_seconds=train_seconds,
+        parameters=dict(trainable=trainable, base=base_size,
+                        trainable_percent_of_base=100.0 * trainable / base_size),
+        metrics={}, predictions={},
+        split_fingerprints={name: split_checks.data_fingerprint(split)
+                            for name, split in splits.items()})
+    for name, split in splits.items():
+      if name == "train":
+        continue
+      outputs = predict(model, features[name], distribution)
+      values = (outputs[:, 0] if spec.is_regression else np.argmax(outputs, -1)).tolist()
+      if split.labels is None:
+        results["predictions"][name] = dict(ids=list(split.ids), values=values)
+      else:
+        results["metrics"][name] = metrics_lib.compute_metrics(spec, split.labels, values)
+  if export_dir is not None:
+    export(model, spec, config, export_dir)
+    results["export_dir"] = export_dir
+  results["total_seconds"] = time.time() - start
+  atomic_io.make_writable_dir(model_dir, "model_dir")
+  atomic_io.write_json(os.path.join(model_dir, RESULTS_FILE), results)
+  return results
+
+
+def check_config(config):
+  """Raises a one-line `UsageError` for a setting of `config` the Keras 3 path lacks: a
+  method or method setting `adapt` does not take (DoRA, parallel adapters, a baseline's
+  tuning), a `tf.distribute` strategy or TPU, or attention recomputation."""
+  runtime = config.runtime
+  if runtime.strategy != "default" or runtime.tpu:
+    raise errors.UsageError(
+        f"strategy={runtime.strategy!r} is a tf.distribute strategy, which Keras 3 runs do "
+        "not use: leave strategy at 'default' (on JAX, several devices train data parallel "
+        "by themselves).")
+  if config.model.recompute_attention not in ("auto", "never"):
+    raise errors.UsageError(
+        f"recompute_attention={config.model.recompute_attention!r} is not supported on "
+        "Keras 3 yet: leave it at 'auto'.")
+  if runtime.mixed_precision not in DTYPE_POLICIES:
+    raise errors.UsageError(
+        f"mixed_precision={runtime.mixed_precision!r}: choose one of {list(DTYPE_POLICIES)}.")
+  _check_config(config.model.set_config)
+
+
+def data_parallel(batch_size):
+  """A `keras.distribution.DataParallel` over every device when the backend is JAX and it
+  sees more than one, else `None`.
+
+  Raises:
+    UsageError: `batch_size` is not a multiple of the device count.
+  """
+  if keras.backend.backend() != "jax":
+    return None
+  devices = keras.distribution.list_devices()
+  if len(devices) < 2:
+    return None
+  if batch_size % len(devices):
+    raise errors.UsageError(
+        f"batch_size={batch_size} cannot be split evenly over the {len(devices)} JAX devices "
+        f"that train data parallel: give a multiple of {len(devices)}, e.g. batch_size="
+        f"{max(len(devices), batch_size - batch_size % len(devices))}.")
+  return keras.distribution.DataParallel(devices=devices)
+
+
+def task_model(base, num_classes, config, distributed=False, dropout_rate=0.1):
+  """The classifier a run trains: `base` in the run's dtype policy, adapted with the
+  config's method, under `build_classifier`'s head (pooling `config.model.pooling`).
+
+  A copy of `base` is trained when the policy is not float32 or the run is `distributed`
+  (its variables are then created in the distribution's layout); call it in the
+  distribution's scope.
+  """
+  policy = DTYPE_POLICIES[config.runtime.mixed_precision]
+  backbone = base
+  if policy != "float32" or distributed:
+    backbone = type(base).from_config({**base.get_config(), "dtype": policy})
+    backbone.set_weights(base.get_weights())
+    if getattr(base, "tf_hub_handle", None):
+      backbone.tf_hub_handle = base.tf_hub_handle
+  adapt(backbone, config.model.set_config)
+  return artifacts.build_classifier(backbone, num_classes, dropout_rate=dropout_rate,
+                                    pooling=config.model.pooling)
+
+
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """The Keras 2 path's schedule (`training.optimization`): a linear rise from 0 to
+  `peak` over `warmup_steps`, then `peak · (1 - step / total_steps)`, 0 from `total_steps`
+  on."""
+
+  def __init__(self, peak, total_steps, warmup_steps):
+    self.peak = float(peak)
+    self.total_steps = int(total_steps)
+    self.warmup_steps = int(warmup_steps)
+
+  def __call__(self, step):
+    step = keras.ops.cast(step, "float32")
+    decayed = self.peak * (1.0 - keras.ops.minimum(step, self.total_steps) / self.total_steps)
+    warming = self.peak * step / max(self.warmup_steps, 1)
+    return keras.ops.where(step < self.warmup_steps, warming, decayed)
+
+  def get_config(self):
+    return dict(peak=self.peak, total_steps=self.total_steps, warmup_steps=self.warmup_steps)
+
+
+def create_optimizer(trainer, total_steps):
+  """AdamW as the Keras 2 path's (`training.optimization.create_optimizer`), from the
+  trainer settings (`config.trainer`)."""
+  optimizer = keras.optimizers.AdamW(
+      learning_rate=WarmupLinearDecay(trainer.learning_rate, total_steps,
+                                      int(total_steps * trainer.warmup_fraction)),
+      weight_decay=trainer.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+      global_clipnorm=1.0)
+  optimizer.exclude_from_weight_decay(var_names=list(_NOT_DECAYED))
+  return optimizer
+
+
+def fit(model, features, labels, trainer, regression=False, jit_compile=False):
+  """Trains `model` on the packed `features` (`tokenize`) and `labels` for
+  `trainer.epochs` (whole steps: the epochs times the batches in one, rounded up), each
+  batch `trainer.batch_size` examples in an order `trainer.seed` shuffles.
+
+  Returns:
+    The mean training loss of each epoch (the last one may be shorter).
+  """
+  num_examples = len(labels)
+  batch_size = min(trainer.batch_size, num_examples)
+  total_steps = max(1, math.ceil(trainer.epochs * num_examples / batch_size))
+  epochs = max(1, math.ceil(trainer.epochs))
+  # Every batch full, across epochs: the devices of a data parallel run share each evenly.
+  steps_per_epoch = math.ceil(total_steps / epochs)
+  dataset = (tf.data.Dataset.from_tensor_slices((features, np.asarray(labels)))
+             .shuffle(num_examples, seed=trainer.seed, reshuffle_each_iteration=True)
+             .repeat().batch(batch_size, drop_remainder=True))
+  loss = (keras.losses.MeanSquaredError() if regression else
+          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  # JAX always compiles the steps; TensorFlow with XLA when asked.
+  model.compile(optimizer=create_optimizer(trainer, steps_per_epoch * epochs), loss=loss,
+                jit_compile="auto" if keras.backend.backend() == "jax" else jit_compile)
+  history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, shuffle=False,
+                      verbose=0)
+  return [float(value) for value in history.history["loss"]]
+
+
+def tokenize(preprocessor, examples):
+  """The keras-hub inputs of `examples` (`token_ids`, `segment_ids`, `padding_mask`) as
+  NumPy arrays, packed by `preprocessor` (one text field or a pair)."""
+  texts = tuple(tf.constant(list(field), tf.string) for field in examples.texts)
+  dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(
+      # `x=`: a tuple given by position would be read as (texts, labels).
+      lambda *fields: preprocessor(x=fields[0] if len(fields) == 1 else fields))
+  batches = list(dataset.as_numpy_iterator())
+  return {key: np.concatenate([batch[key] for batch in batches]).astype("int32")
+          for key in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def predict(model, features, distribution=None):
+  """`model`'s outputs on `features`, in order, in batches every device takes a share of
+  (the last one padded)."""
+  devices = len(distribution.device_mesh.devices.flatten()) if distribution else 1
+  batch_size = math.ceil(_EVAL_BATCH_SIZE / devices) * devices
+  count = len(features["token_ids"])
+  padding = -count % batch_size
+  padded = {key: np.pad(value, [(0, padding), (0, 0)]) for key, value in features.items()}
+  return np.asarray(model.predict(padded, batch_size=batch_size, verbose=0),
+                    np.float32)[:count]
+
+
+def export(model, spec, config, export_dir):
+  """Writes the task's adapter artifact to `export_dir/adapters` and, on the TensorFlow
+  backend, its serving SavedModel to `export_dir/saved_model`, as the Keras 2 runner."""
+  label_names = None if spec.is_regression else list(spec.label_names)
+  seq_length = config.data.max_seq_length
+  preprocessing = artifacts.PreprocessingConfig(config.model.preprocess_handle,
+                                                tuple(spec.text_fields), seq_length)
+  artifacts.save_adapters(
+      model, os.path.join(export_dir, "adapters"), label_names=label_names,
+      preprocessing=preprocessing,
+      metadata=dict(task=spec.name, text_fields=list(spec.text_fields),
+                    label_names=label_names, max_seq_length=seq_length))
+  if keras.backend.backend() == "tensorflow":
+    serving.export_task(model, os.path.join(export_dir, "saved_model"),
+                        preprocessing=preprocessing, label_names=label_names)

@@ -1,0 +1,200 @@
+"""Tests of the Keras 3 runner: a run on the tiny TF Hub base (TensorFlow, in this process),
+data parallel JAX on two host devices against one (subprocesses), bfloat16, and refusals."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_adapters import keras3 as kak
+from keras_adapters.core import config_definitions
+from keras_adapters.data import examples as examples_lib
+from keras_adapters.keras3 import testing
+from keras_adapters.keras3 import training
+from keras_adapters.keras3 import training_testing
+from keras_adapters.tasks import testing as task_testing
+from keras_adapters.training import optimization
+from keras_adapters.utils import errors
+
+
+def _config(**settings):
+  """A run config of the tiny base (handles that are never read unless a run starts)."""
+  values = dict(hub_handle="unread/encoder", preprocess_handle="unread/preprocess",
+                adapter_size=4, learning_rate=1e-2, epochs=2.0, batch_size=4,
+                max_seq_length=training_testing.SEQ_LENGTH)
+  return config_definitions.ExperimentConfig.from_settings(**{**values, **settings})
+
+
+# One data parallel run's numbers, in a fresh Python on JAX with `devices` host devices: a
+# tiny adapted classifier without dropout trained four steps of four examples.
+_DATA_PARALLEL_RUN = """
+import json, keras, numpy as np
+from keras_adapters.keras3 import testing, training
+from keras_adapters.keras3 import training_test
+config = training_test._config()
+distribution = training.data_parallel(config.trainer.batch_size)
+inputs, labels = testing.tiny_inputs(batch_size=8), np.array([0, 1] * 4)
+with distribution.scope():
+  model = training.task_model(testing.tiny_backbone(), 2, config, distributed=True,
+                              dropout_rate=0.0)
+  losses = training.fit(model, inputs, labels, config.trainer)
+  logits = training.predict(model, inputs, distribution)
+try:
+  training.data_parallel(3)
+  refusal = None
+except Exception as error:
+  refusal = str(error)
+print(json.dumps(dict(devices=len(keras.distribution.list_devices()), losses=losses,
+                      logits=logits.tolist(), refusal=refusal)))
+"""
+
+
+def _jax_run(devices):
+  environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  environ.update(KERAS_BACKEND="jax",
+                 XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  result = subprocess.run([sys.executable, "-c", _DATA_PARALLEL_RUN], capture_output=True,
+                          text=True, env=environ, timeout=900, check=False)
+  if result.returncode:
+    raise AssertionError(result.stderr[-3000:])
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class DataParallelTest(tf.test.TestCase):
+
+  def test_two_jax_devices_train_as_one(self):
+    """The same losses and outputs on two host devices (data parallel) as on one, and a
+    batch the two cannot share refused in one line."""
+    two = _jax_run(2)
+    one_result = _jax_run(1)
+    self.assertEqual((two["devices"], one_result["devices"]), (2, 1))
+    self.assertLen(two["losses"], 2)
+    self.assertAllClose(two["losses"], one_result["losses"], atol=1e-5)
+    self.assertAllClose(two["logits"], one_result["logits"], atol=1e-5)
+    self.assertEqual(
+        two["refusal"], "batch_size=3 cannot be split evenly over the 2 JAX devices that "
+        "train data parallel: give a multiple of 2, e.g. batch_size=2.")
+    # One device: no distribution, and so no refusal.
+    self.assertIsNone(one_result["refusal"])
+
+
+class PrecisionTest(tf.test.TestCase):
+
+  def test_mixed_bfloat16_trains_with_float32_weights_and_logits(self):
+    base = testing.tiny_backbone()
+    model = training.task_model(base, 3, _config(mixed_precision="bfloat16", lora_r=2,
+                                                 method="lora"))
+    backbone = model.get_layer(base.name)
+    self.assertIsNot(backbone, base)  # The run's copy; the float32 base stays as it was.
+    self.assertEqual(backbone.transformer_layers[0].compute_dtype, "bfloat16")
+    self.assertAllEqual(keras.ops.convert_to_numpy(backbone.token_embedding.embeddings),
+                        keras.ops.convert_to_numpy(base.token_embedding.embeddings))
+    inputs = testing.tiny_inputs()
+    self.assertEqual(keras.ops.convert_to_numpy(model(inputs)).dtype, np.float32)
+    trained = {w.path: keras.ops.convert_to_numpy(w) for w in model.trainable_weights}
+    self.assertTrue(any("lora" in path for path in trained))
+    self.assertEqual({str(w.dtype) for w in model.trainable_weights}, {"float32"})
+    losses = training.fit(model, inputs, np.array([0, 1, 2]), _config().trainer)
+    self.assertTrue(np.isfinite(losses).all())
+    self.assertTrue(any(np.abs(keras.ops.convert_to_numpy(w) - trained[w.path]).max() > 0
+                        for w in model.trainable_weights))
+
+
+class OptimizerTest(tf.test.TestCase):
+
+  def test_the_schedule_is_the_keras2_path_s(self):
+    keras2 = optimization.create_optimizer(1e-3, 50, warmup_fraction=0.1)
+    keras3 = training.create_optimizer(_config(learning_rate=1e-3).trainer, 50)
+    for step in (0, 1, 4, 5, 6, 25, 49, 50, 60):
+      keras3.iterations.assign(step)
+      self.assertAllClose(float(keras3.learning_rate), float(keras2.learning_rate(step)),
+                          atol=1e-9, msg=str(step))
+    self.assertEqual(keras3.global_clipnorm, 1.0)
+
+  def test_layer_norms_and_biases_are_not_decayed(self):
+    optimizer = training.create_optimizer(_config(weight_decay=0.1).trainer, 50)
+    variables = [keras.Variable(np.ones(2, np.float32), name=name)
+                 for name in ("kernel", "bias", "gamma", "beta", "lora_a")]
+    optimizer.build(variables)
+    optimizer.iterations.assign(5)  # The end of warmup: the peak rate.
+    optimizer.apply_gradients([(np.zeros(2, np.float32), v) for v in variables])
+    decayed = {v.name: bool(keras.ops.convert_to_numpy(v)[0] < 1.0) for v in variables}
+    self.assertEqual(decayed, dict(kernel=True, bias=False, gamma=False, beta=False,
+                                   lora_a=True))
+
+
+class RefusalTest(tf.test.TestCase):
+
+  def test_settings_the_keras3_path_lacks_are_refused_before_any_work(self):
+    """Each refused by `run_task` before the (unreadable) base is read."""
+    spec, splits = task_testing.colour_task()
+    cases = {
+        "use_dora": dict(method="lora", lora_use_dora=True),
+        "is_parallel": dict(is_parallel=True),
+        "tuning": dict(method="full"),
+        "strategy='mirrored'": dict(strategy="mirrored"),
+        "recompute_attention='always'": dict(recompute_attention="always"),
+    }
+    for named, settings in cases.items():
+      with self.assertRaises(errors.UsageError, msg=named) as caught:
+        training.run_task(spec, splits, _config(**settings), self.get_temp_dir())
+      message = str(caught.exception)
+      self.assertIn(named, message)
+      self.assertNotIn("\n", message)
+
+  def test_a_keras2_run_folder_is_refused(self):
+    model_dir = self.get_temp_dir()
+    with open(os.path.join(model_dir, "run.json"), "w", encoding="utf-8") as f:
+      f.write("{}")
+    spec, splits = task_testing.colour_task()
+    with self.assertRaisesRegex(errors.UsageError, "holds a Keras 2 run"):
+      training.run_task(spec, splits, _config(), model_dir)
+
+
+class RunTaskTest(tf.test.TestCase):
+
+  def test_a_run_scores_exports_and_its_artifact_serves_its_predictions(self):
+    """On the TensorFlow backend: the results, an artifact `kak.load_task_model` rebuilds
+    to the run's predictions, and a SavedModel that serves them from raw text."""
+    hub_handle, preprocess_handle = training_testing.tiny_handles()
+    spec, splits = task_testing.colour_task()
+    splits["unlabelled"] = task_testing.examples(5, seed=3, labelled=False, prefix="u")
+    model_dir = self.get_temp_dir()
+    export_dir = os.path.join(model_dir, "export")
+    results = training.run_task(
+        spec, splits, _config(hub_handle=hub_handle, preprocess_handle=preprocess_handle,
+                              batch_size=8),
+        model_dir, export_dir=export_dir)
+    self.assertEqual((results["keras"], results["backend"], results["devices"]),
+                     (3, "tensorflow", 1))
+    self.assertEqual(sorted(results["metrics"]), ["test", "validation"])
+    self.assertBetween(results["metrics"]["test"]["accuracy"], 0.0, 1.0)
+    self.assertLen(results["train_losses"], 2)
+    with open(os.path.join(model_dir, training.RESULTS_FILE), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["metrics"], results["metrics"])
+    predicted = results["predictions"]["unlabelled"]["values"]
+
+    loaded = kak.load_task_model(os.path.join(export_dir, "adapters"),
+                                 kak.from_tf_hub(hub_handle))
+    self.assertEqual(loaded.head_config["label_names"], task_testing.LABEL_NAMES)
+    preprocessor = kak.preprocessor_from_tf_hub(preprocess_handle)
+    features = training.tokenize(preprocessor, splits["unlabelled"])
+    self.assertEqual(np.argmax(training.predict(loaded, features), -1).tolist(), predicted)
+    served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
+        "serving_default"](text=tf.constant(list(splits["unlabelled"].texts[0])))
+    self.assertEqual(np.argmax(served["probabilities"], -1).tolist(), predicted)
+
+  def test_pairs_of_texts_are_packed_as_two_segments(self):
+    _, preprocess_handle = training_testing.tiny_handles()
+    pairs = examples_lib.TextExamples(ids=["a"], texts=(["w1 w2"], ["w3"]))
+    features = training.tokenize(kak.preprocessor_from_tf_hub(preprocess_handle), pairs)
+    self.assertEqual(features["segment_ids"][0, :6].tolist(), [0, 0, 0, 0, 1, 1])
+    self.assertEqual(features["padding_mask"][0].sum(), 6)
+
+
+if __name__ == "__main__":
+  tf.test.main()

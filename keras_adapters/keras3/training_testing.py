@@ -1,0 +1,32 @@
+"""A tiny TF Hub base and preprocessing model that the Keras 3 runner takes, for fast tests.
+
+keras-hub's `BertTokenizer` needs a `[MASK]` token, which the Keras 2 tests' tiny vocabulary
+(`hub.testing.save_tiny_vocab`) lacks: this one has it in place of the last tiny word, so
+its ids stay within the tiny encoder's vocabulary.
+"""
+
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+
+from keras_adapters.hub import preprocessing
+from keras_adapters.hub import testing as hub_testing
+
+SEQ_LENGTH = 16
+_VOCABULARY = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") + hub_testing.TINY_WORDS[:-1]
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_handles():
+  """(encoder, preprocessing model) handles of the tiny random TF Hub BERT
+  (`hub.testing.TINY_CONFIG`), saved once per process in a folder removed at exit."""
+  root = tempfile.mkdtemp(prefix="keras3_training_")
+  atexit.register(shutil.rmtree, root, ignore_errors=True)
+  vocab_file = os.path.join(root, "vocab.txt")
+  with open(vocab_file, "w", encoding="utf-8") as f:
+    f.write("\n".join(_VOCABULARY) + "\n")
+  return (hub_testing.save_tiny_hub_encoder(os.path.join(root, "encoder")),
+          preprocessing.build_preprocessing_savedmodel(
+              vocab_file, os.path.join(root, "preprocess"), default_seq_length=SEQ_LENGTH))
