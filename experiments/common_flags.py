@@ -1,5 +1,6 @@
-"""`from experiments import common_flags` is `keras_adapters.cli.common_flags`, where the code moved: the
-module itself, so that its flags are defined once and what a caller patches is what runs."""
+"""`from experiments import common_flags` is `keras_adapters.cli.common_flags`, where the code
+moved: the module itself, so that its flags are defined once and what a caller patches is what
+runs."""
 
 import sys
 

@@ -1,8 +1,8 @@
-"""`python experiments/convert_adapterhub.py`: the repository's way to run `keras-adapters-convert`,
-whose code is `keras_adapters.cli.convert_adapterhub`.
+"""`python experiments/convert_adapterhub.py` runs `keras_adapters.cli.convert_adapterhub`, the
+command line installed as `keras-adapters-convert`.
 
-Imported (`from experiments import convert_adapterhub`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import convert_adapterhub`), this is that module itself: its flags
+are defined once, and what a caller patches here is what runs.
 """
 
 import sys

@@ -1,8 +1,8 @@
-"""`python experiments/export_multitask.py`: the repository's way to run `keras-adapters-export-multitask`,
-whose code is `keras_adapters.cli.export_multitask`.
+"""`python experiments/export_multitask.py` runs `keras_adapters.cli.export_multitask`, the command
+line installed as `keras-adapters-export-multitask`.
 
-Imported (`from experiments import export_multitask`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import export_multitask`), this is that module itself: its flags are
+defined once, and what a caller patches here is what runs.
 """
 
 import sys

@@ -1,8 +1,8 @@
-"""`python experiments/run_analysis.py`: the repository's way to run `keras-adapters-analysis`,
-whose code is `keras_adapters.cli.run_analysis`.
+"""`python experiments/run_analysis.py` runs `keras_adapters.cli.run_analysis`, the command line
+installed as `keras-adapters-analysis`.
 
-Imported (`from experiments import run_analysis`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import run_analysis`), this is that module itself: its flags are
+defined once, and what a caller patches here is what runs.
 """
 
 import sys

@@ -1,8 +1,8 @@
-"""`python experiments/run_automl.py`: the repository's way to run `keras-adapters-automl`,
-whose code is `keras_adapters.cli.run_automl`.
+"""`python experiments/run_automl.py` runs `keras_adapters.cli.run_automl`, the command line
+installed as `keras-adapters-automl`.
 
-Imported (`from experiments import run_automl`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import run_automl`), this is that module itself: its flags are
+defined once, and what a caller patches here is what runs.
 """
 
 import sys

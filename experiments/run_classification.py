@@ -1,8 +1,8 @@
-"""`python experiments/run_classification.py`: the repository's way to run `keras-adapters-classify`,
-whose code is `keras_adapters.cli.run_classification`.
+"""`python experiments/run_classification.py` runs `keras_adapters.cli.run_classification`, the
+command line installed as `keras-adapters-classify`.
 
-Imported (`from experiments import run_classification`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import run_classification`), this is that module itself: its flags
+are defined once, and what a caller patches here is what runs.
 """
 
 import sys

@@ -1,5 +1,5 @@
-"""`python experiments/run_glue.py`: the repository's way to run `keras-adapters-glue`,
-whose code is `keras_adapters.cli.run_glue`.
+"""`python experiments/run_glue.py` runs `keras_adapters.cli.run_glue`, the command line installed
+as `keras-adapters-glue`.
 
 Imported (`from experiments import run_glue`), this is that module itself: its flags are defined
 once, and what a caller patches here is what runs.

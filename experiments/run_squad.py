@@ -1,8 +1,8 @@
-"""`python experiments/run_squad.py`: the repository's way to run `keras-adapters-squad`,
-whose code is `keras_adapters.cli.run_squad`.
+"""`python experiments/run_squad.py` runs `keras_adapters.cli.run_squad`, the command line
+installed as `keras-adapters-squad`.
 
-Imported (`from experiments import run_squad`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import run_squad`), this is that module itself: its flags are
+defined once, and what a caller patches here is what runs.
 """
 
 import sys

@@ -1,8 +1,8 @@
-"""`python experiments/snli_as_mnli.py`: the repository's way to run `keras-adapters-snli-as-mnli`,
-whose code is `keras_adapters.cli.snli_as_mnli`.
+"""`python experiments/snli_as_mnli.py` runs `keras_adapters.cli.snli_as_mnli`, the command line
+installed as `keras-adapters-snli-as-mnli`.
 
-Imported (`from experiments import snli_as_mnli`), this is that module itself: its flags are defined
-once, and what a caller patches here is what runs.
+Imported (`from experiments import snli_as_mnli`), this is that module itself: its flags are
+defined once, and what a caller patches here is what runs.
 """
 
 import sys

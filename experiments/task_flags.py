@@ -1,5 +1,5 @@
-"""`from experiments import task_flags` is `keras_adapters.cli.task_flags`, where the code moved: the
-module itself, so that its flags are defined once and what a caller patches is what runs."""
+"""`from experiments import task_flags` is `keras_adapters.cli.task_flags`, where the code moved:
+the module itself, so that its flags are defined once and what a caller patches is what runs."""
 
 import sys
 

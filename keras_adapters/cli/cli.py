@@ -38,6 +38,9 @@ from absl import app
 from absl import flags
 from absl import logging as absl_logging
 
+# Before TensorFlow loads Keras 3, which reads its backend once: `--backend`.
+from keras_adapters.cli import keras_choice
+keras_choice.set_backend_from_argv()
 from keras_adapters.cli import interruption
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors

@@ -2,29 +2,31 @@ r"""Converts adapters between AdapterHub or peft (PyTorch) and this library's ar
 
 From AdapterHub (what `model.save_adapter(dir, name, with_head=True, use_safetensors=True)`
 wrote) to an adapter artifact, which then loads with `load_task_model` and serves through
-`export_task_from_artifact` and `experiments/export_multitask.py`:
+`export_task_from_artifact` and `keras-adapters-export-multitask`:
 
-  python experiments/convert_adapterhub.py \
+  keras-adapters-convert \
       --from_adapterhub=my_adapterhub_adapter --to_artifact=runs/converted/adapters
 
 From an adapter artifact (trained here) to AdapterHub, which loads it with
 `model.load_adapter(dir, with_head=True, use_safetensors=True)` into a `BertAdapterModel`:
 
-  python experiments/convert_adapterhub.py \
+  keras-adapters-convert \
       --from_artifact=runs/airline/export/adapters --to_adapterhub=airline_adapterhub
 
 AdapterHub's bottleneck adapters, LoRA and (IA)³ convert both ways. So do peft's LoRA
 adapters of BERT sequence classifiers (`save_pretrained` of a `LoraConfig(task_type="SEQ_CLS")`
 model), with --from_peft / --to_peft in place of --from_adapterhub / --to_adapterhub:
 
-  python experiments/convert_adapterhub.py \
+  keras-adapters-convert \
       --from_peft=my_peft_lora --to_artifact=runs/converted/adapters
-  python experiments/convert_adapterhub.py \
+  keras-adapters-convert \
       --from_artifact=runs/airline_lora/export/adapters --to_peft=airline_peft
 
 Both sides run on the same released base (the embedded default all-MiniLM-L6-v2 unless
 --base_handle names another); the adapters, their placement options and the classification
 head move exactly.
+
+In a clone of the repository, `python experiments/convert_adapterhub.py` runs the same.
 """
 
 import os
@@ -145,7 +147,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-convert` (`python -m keras_adapters.cli.convert_adapterhub`)."""
+  """The console script `keras-adapters-convert`: `main` on the command line's flags."""
   cli.run(main)
 
 

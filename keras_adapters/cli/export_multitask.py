@@ -3,7 +3,7 @@ r"""Builds one SavedModel that serves several trained tasks on one copy of their
 Train each task with the existing CLIs (each writes an adapter artifact under
 `<export_dir>/adapters`), then:
 
-  python experiments/export_multitask.py \
+  keras-adapters-export-multitask \
       --tasks=airline=runs/airline/export/adapters,bbc_news=runs/bbc_news/export/adapters \
       --export_dir=runs/multitask/saved_model
 
@@ -13,6 +13,8 @@ The SavedModel has one signature per task, named after it (that task's raw text 
 task reads pairs, `text_pair`, answered in one pass of the shared encoder with `label`,
 `probabilities` and/or `scores`. It loads with `tf.saved_model.load` (after
 `import tensorflow_text`) or TF Serving, without this package.
+
+In a clone of the repository, `python experiments/export_multitask.py` runs the same.
 """
 
 import os
@@ -79,7 +81,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-export-multitask` (`python -m keras_adapters.cli.export_multitask`)."""
+  """The console script `keras-adapters-export-multitask`: `main` on the command line's flags."""
   cli.run(main)
 
 

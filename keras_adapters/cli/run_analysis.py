@@ -1,10 +1,10 @@
 r"""The paper's analysis on a real task, one study per `--study`, and the suite table.
 
-  python experiments/run_analysis.py --study=ablation       # Figure 6, left and centre
-  python experiments/run_analysis.py --study=init_scale     # Figure 6, right
-  python experiments/run_analysis.py --study=tradeoff       # Figures 3-4
-  python experiments/run_analysis.py --study=learning_rate  # Figure 7
-  python experiments/run_analysis.py --study=suite          # Table 2: results/suite.{json,md}
+  keras-adapters-analysis --study=ablation       # Figure 6, left and centre
+  keras-adapters-analysis --study=init_scale     # Figure 6, right
+  keras-adapters-analysis --study=tradeoff       # Figures 3-4
+  keras-adapters-analysis --study=learning_rate  # Figure 7
+  keras-adapters-analysis --study=suite          # Table 2: results/suite.{json,md}
 
 A study trains the runs of its grid (`keras_adapters.analysis.studies`) on `--task` (airline by
 default; `--data_path` for a file), scores them on the recorded validation split, and writes
@@ -24,6 +24,8 @@ budget, or on run_classification's: 2,000 training examples, 2 epochs; runs in
 `<model_dir>/<task>`, as the README's comparisons), and writes `<results_dir>/suite.json` and
 `suite.md`. `--rerun=<methods>` trains those methods of every task in `--tasks` again (after
 a change of the code), their old run folders moved aside.
+
+In a clone of the repository, `python experiments/run_analysis.py` runs the same.
 """
 
 import dataclasses
@@ -207,7 +209,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-analysis` (`python -m keras_adapters.cli.run_analysis`)."""
+  """The console script `keras-adapters-analysis`: `main` on the command line's flags."""
   cli.run(main)
 
 

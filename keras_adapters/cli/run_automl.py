@@ -6,13 +6,15 @@ best configuration, tests it once and exports it; the TF-IDF + logistic regressi
 on the same split. Both rows are merged into `results/<task>/comparison.{json,md}`, beside
 the adapter, full, top-k and LayerNorm rows of `run_classification.py --methods=...`:
 
-  python experiments/run_automl.py --task=airline --max_trials=30
+  keras-adapters-automl --task=airline --max_trials=30
 
 Rerunning resumes the search where it stopped (keras-tuner's state in --model_dir); a
 finished search is not repeated, and raising --max_trials continues it. `--methods=tfidf_logreg`
 runs the floor alone (a minute or two). The task flags and the training subset
 (--max_train_examples) are those of `run_classification.py`, so the rows compare like with
 like; --max_train_examples=0 trains on the whole training split, as the paper did.
+
+In a clone of the repository, `python experiments/run_automl.py` runs the same.
 """
 
 import math
@@ -101,7 +103,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-automl` (`python -m keras_adapters.cli.run_automl`)."""
+  """The console script `keras-adapters-automl`: `main` on the command line's flags."""
   cli.run(main)
 
 

@@ -4,12 +4,12 @@ The default is the README's main job: adapters (m=64) on the real Crowdflower ai
 sentiment task with the embedded all-MiniLM-L6-v2 encoder, on a quick budget (a 2,000-example
 subset of the training split, 2 epochs), then test accuracy and an export:
 
-  python experiments/run_classification.py
+  keras-adapters-classify
 
 `--full` trains on the whole training split for the paper's 20 epochs. Several `--methods`
 run the method comparison over `--seeds` and write a results table:
 
-  python experiments/run_classification.py --task=bbc_news \
+  keras-adapters-classify --task=bbc_news \
       --methods=adapters,full,top_k,layer_norm --model_dir=runs/bbc_news
 
 A rerun resumes and trains nothing finished; `--rerun=<methods>` trains those methods again
@@ -20,6 +20,8 @@ Any CSV/TSV/JSONL file or folder-per-class tree works with `--data_path`, `--tex
 every method sees the same examples. Data already split, as Hugging Face's
 `run_classification.py` takes it, is given with `--train_file`, `--validation_file` and
 `--test_file`; its manifest records the files' examples, so a rerun on changed files stops.
+
+In a clone of the repository, `python experiments/run_classification.py` runs the same.
 """
 
 import os
@@ -29,6 +31,7 @@ from absl import flags
 
 from keras_adapters.cli import cli
 from keras_adapters.cli import common_flags
+from keras_adapters.cli import keras_choice
 from keras_adapters.cli import task_flags
 from keras_adapters.hub import hub_encoder
 from keras_adapters.analysis import method_comparison
@@ -43,6 +46,7 @@ flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
 common_flags.validate_number_list("seeds", int, 0, "0,1,2")
 common_flags.define_output_flags("runs/classification", results_dir="<results/<task>>")
 common_flags.define_run_flags(learning_rate=1e-3, epochs=2.0)
+keras_choice.define_flags()
 
 FLAGS = flags.FLAGS
 
@@ -58,8 +62,18 @@ def main(argv):
   if not_compared:
     raise app.UsageError(f"--rerun={','.join(FLAGS.rerun)}: --methods does not compare "
                          f"{', '.join(not_compared)}; list them in --methods too.")
-  common_flags.create_strategy()
+  runner = classification
+  if keras_choice.keras3_chosen():
+    if FLAGS.methods:
+      raise app.UsageError("--keras=3 trains one --method; comparisons of --methods run on "
+                           "Keras 2: drop --methods or --keras=3.")
+    # Here, not above: Keras 2 runs do not load keras-hub.
+    from keras_adapters.keras3 import training as runner  # pylint: disable=g-import-not-at-top
+  else:
+    common_flags.create_strategy()
   config = common_flags.run_config_from_flags(**({"epochs": 20.0} if FLAGS.full else {}))
+  if runner is not classification:
+    runner.check_config(config)  # Settings Keras 3 lacks, before anything is read.
   common_flags.check_base(config, FLAGS.methods or ())
   # Before anything is written there (a --data_path task's split manifest).
   atomic_io.make_writable_dir(FLAGS.model_dir, "model_dir")
@@ -80,19 +94,23 @@ def main(argv):
     return
 
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.model_dir, "export")
-  results = classification.run_task(spec, splits, config, FLAGS.model_dir, export_dir=export_dir)
+  results = runner.run_task(spec, splits, config, FLAGS.model_dir, export_dir=export_dir)
   for split, values in results["metrics"].items():
     print(f"{split}: " + ", ".join(f"{k} {100 * v:.2f}%" for k, v in values.items()))
   parameters = results["parameters"]
   print(f"Trained {parameters['trainable']:,} parameters "
         f"({parameters['trainable_percent_of_base']:.2f}% of the base) in "
         f"{results['train_seconds'] / 60:.1f} min.")
-  print(f"Exported: {export_dir}/saved_model (strings in, probabilities out) and "
-        f"{export_dir}/adapters (adapter-only artifact).")
+  if results.get("backend", "tensorflow") == "tensorflow":
+    print(f"Exported: {export_dir}/saved_model (strings in, probabilities out) and "
+          f"{export_dir}/adapters (adapter-only artifact).")
+  else:  # A SavedModel is a TensorFlow graph.
+    print(f"Exported: {export_dir}/adapters (adapter-only artifact); the serving SavedModel "
+          "needs --backend=tensorflow (or kak.export_task on the artifact).")
 
 
 def run():
-  """The command line `keras-adapters-classify` (`python -m keras_adapters.cli.run_classification`)."""
+  """The console script `keras-adapters-classify`: `main` on the command line's flags."""
   cli.run(main)
 
 

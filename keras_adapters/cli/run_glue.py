@@ -8,7 +8,7 @@ directory where `tfds build glue` ran with `--tfds_data_dir`.
 One run per task, for the paper's eight tasks (`all` leaves out WNLI, as the paper does; name
 it, e.g. `--task=all,wnli`, to run it too):
 
-  python experiments/run_glue.py --task=all --data_dir=glue_data --model_dir=runs/glue \
+  keras-adapters-glue --task=all --data_dir=glue_data --model_dir=runs/glue \
       --export_dir=exports/glue
 
 Other methods train with `--method` (`lora`, `ia3`, or the paper's baselines `top_k`,
@@ -20,7 +20,7 @@ The paper's model selection: per task, learning rate {3e-5, 3e-4, 3e-3} x epochs
 adapter size {8, 64, 256} x seeds {0, 1, 2}, the setting with the best mean validation score
 over seeds, then its best seed:
 
-  python experiments/run_glue.py --task=all --data_dir=glue_data --sweep \
+  keras-adapters-glue --task=all --data_dir=glue_data --sweep \
       --model_dir=runs/glue_sweep --export_dir=exports/glue_sweep
 
 Written under --model_dir: `<task>/run/` (or `<task>/sweep/`, with `sweep.json` and
@@ -28,6 +28,8 @@ Written under --model_dir: `<task>/run/` (or `<task>/sweep/`, with `sweep.json` 
 predicts the diagnostic set, AX.tsv, when `diagnostic/` is there), and `glue_results.json`
 and `glue_results.md`, the validation scores of every task run into this --model_dir. Under
 --export_dir: `<task>/saved_model` (raw strings in) and `<task>/adapters`. Rerunning resumes.
+
+In a clone of the repository, `python experiments/run_glue.py` runs the same.
 """
 
 import os
@@ -264,7 +266,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-glue` (`python -m keras_adapters.cli.run_glue`)."""
+  """The console script `keras-adapters-glue`: `main` on the command line's flags."""
   cli.run(main)
 
 

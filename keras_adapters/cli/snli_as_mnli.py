@@ -7,12 +7,14 @@ task `snli` (`keras_adapters/cli/splits/snli.json`) as `<glue_dir>/MNLI/*.tsv`: 
 `dev_mismatched.tsv` (so it is scored, as "validation_mismatched") and, unlabelled, to the
 two test files. `run_glue.py` then trains on it unchanged:
 
-  python experiments/snli_as_mnli.py --glue_dir=data/snli_glue
-  python experiments/run_glue.py --task=mnli --data_dir=data/snli_glue \
+  keras-adapters-snli-as-mnli --glue_dir=data/snli_glue
+  keras-adapters-glue --task=mnli --data_dir=data/snli_glue \
       --model_dir=runs/snli_glue
 
 Its tables say "mnli": the scores are SNLI's. The embedded base model (all-MiniLM-L6-v2) was
 itself fine-tuned on SNLI pairs, so its SNLI scores are not those of an unseen task.
+
+In a clone of the repository, `python experiments/snli_as_mnli.py` runs the same.
 """
 
 import os
@@ -46,7 +48,7 @@ def main(argv):
 
 
 def run():
-  """The command line `keras-adapters-snli-as-mnli` (`python -m keras_adapters.cli.snli_as_mnli`)."""
+  """The console script `keras-adapters-snli-as-mnli`: `main` on the command line's flags."""
   cli.run(main)
 
 
