@@ -1,8 +1,8 @@
 """pytest set-up shared by every test.
 
-Keras 2 must be chosen before TensorFlow loads, and the CPU is split into two logical devices
-before TensorFlow initialises it, so that `tf.distribute.MirroredStrategy` can run a real
-two-replica job on one machine. Single-device code is unaffected: it runs on the first one.
+Keras 2 and the CPU's kernels must be chosen before TensorFlow loads, and the CPU is split
+into two logical devices before TensorFlow initialises it, so that
+`tf.distribute.MirroredStrategy` can run a real two-replica job on one machine. Single-device code is unaffected: it runs on the first one.
 """
 
 import os
@@ -19,6 +19,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
       tempfile.gettempdir(), f"absl_testing_{os.environ['PYTEST_XDIST_WORKER']}")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# The tests run the CPU kernels users get: importing keras_adapters before TensorFlow, as the
+# README does, chooses them (oneDNN on every x86-64 CPU, AVX2-only ones included), and every
+# test process started from here inherits the choice.
+import keras_adapters  # pylint: disable=g-import-not-at-top,unused-import
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 _cpu = tf.config.list_physical_devices("CPU")[0]
