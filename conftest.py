@@ -2,7 +2,8 @@
 
 Keras 2 and the CPU's kernels must be chosen before TensorFlow loads, and the CPU is split
 into two logical devices before TensorFlow initialises it, so that
-`tf.distribute.MirroredStrategy` can run a real two-replica job on one machine. Single-device code is unaffected: it runs on the first one.
+`tf.distribute.MirroredStrategy` can run a real two-replica job on one machine.
+Single-device code is unaffected: it runs on the first one.
 """
 
 import os
