@@ -32,7 +32,6 @@ from keras_adapters.hub import default_model
 from keras_adapters.interop import adapterhub_lora
 from keras_adapters.interop import safetensors_files
 from keras_adapters.methods.adapters import options as adapter_options
-from keras_adapters.methods.lora import LoRAConfig
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
@@ -502,7 +501,8 @@ def _check_sizes(config, head, tensors, hidden_size, directory):
   config_file, head_file = f"its {CONFIG_FILE}", f"its {HEAD_CONFIG_FILE}"
   bottleneck = config.bottleneck_size(hidden_size)
   for name, value in sorted(tensors.items()):
-    if name.endswith((".lora_A", ".lora_B")) and isinstance(config, LoRAConfig):
+    # The family members with a rank (LoRA's r; (IA)^3's B is a scale, of rank 1 always).
+    if name.endswith((".lora_A", ".lora_B")) and getattr(config, "r", None) is not None:
       found, expected, said = (value.shape[0] if name.endswith("A") else value.shape[-1],
                                config.r, f"r={config.r}")
     elif name.endswith(".adapter_up.weight") and bottleneck is not None:

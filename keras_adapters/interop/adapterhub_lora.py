@@ -1,4 +1,5 @@
-"""AdapterHub's LoRA family (`LoRAConfig`, `IA3Config`: architecture "lora") read and written.
+"""AdapterHub's LoRA family (architecture "lora") read and written, one method per
+`composition_mode`.
 
 AdapterHub puts LoRA and (IA)³ in one layer family: `composition_mode="add"` is LoRA
 (`x·W + b + (alpha/r)·x·Aᵀ·Bᵀ`), `"scale"` is (IA)³ (`(x·W + b) ⊙ (alpha·B)`, r = 1). It wraps
@@ -6,16 +7,20 @@ the attention's `query`/`key`/`value` (`selfattn_lora` with `attn_matrices`), th
 feed-forward `intermediate.dense` (`intermediate_lora`, before the activation) and
 `output.dense` (`output_lora`). Tensors are named
 `bert.encoder.layer.<i>.<module>.loras.<name>.lora_A` (`[r, in]`) and `lora_B` (`[out, r]`),
-with `use_dora` also DoRA's magnitudes `m.weight` (`[out, 1]`), read as
-`LoRAConfig(use_dora=True, dora_variant="adapterhub")`: AdapterHub's own DoRA formula.
+with `use_dora` also DoRA's magnitudes `m.weight` (`[out, 1]`).
+
+This module reads and writes what the family shares (which modules, `leave_out`, the
+options refused); each method's mode, config and tensor layout are in its own folder, as
+`methods/<name>/adapterhub.py` (`COMPOSITION_MODE`, `TENSORS`, `config_from_adapterhub`,
+`config_to_adapterhub`, `to_pytorch`, `from_pytorch`), found through the method registry.
 """
 
+import importlib
+import importlib.util
 import re
 
-import numpy as np
-
-from keras_adapters.methods.ia3 import IA3Config
-from keras_adapters.methods.lora import LoRAConfig
+from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
+from keras_adapters.methods import registry
 from keras_adapters.utils import errors
 
 # Our projections → AdapterHub's module paths inside `bert.encoder.layer.<i>`.
@@ -31,9 +36,9 @@ _KNOWN = ({"architecture", "r", "alpha", "dropout", "attn_matrices", "compositio
            "selfattn_lora", "intermediate_lora", "output_lora", "leave_out", "init_weights",
            "use_dora"}
           | set(_UNSUPPORTED) | set(_INFERENCE_NEUTRAL))
-# A projection change's weight key (`transformer/layer_0/query/lora/lora_a`).
-_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(lora|ia3)/(lora_a|lora_b|magnitude|scale)")
-_FACTORS = {"lora_a": "lora_A", "lora_b": "lora_B", "magnitude": "m.weight"}
+# A projection change's weight key (`transformer/layer_0/query/lora/lora_a`): its layer,
+# projection, method and weight.
+_KEY = re.compile(r"transformer/layer_(\d+)/(\w+)/(\w+)/(\w+)")
 # An AdapterHub LoRA tensor's name; group 1 is its module.
 _TENSOR = re.compile(r"bert\.encoder\.layer\.\d+\.([\w.]+)\.loras\..+\.lora_[AB]")
 
@@ -42,8 +47,19 @@ class Error(errors.UsageError):
   """An AdapterHub LoRA or (IA)³ config that this library cannot reproduce exactly."""
 
 
+def members():
+  """Each registered method of the family: its name → its `methods/<name>/adapterhub.py`."""
+  found = {}
+  for method in registry.methods():
+    module = method.config_class.__module__.rpartition(".")[0] + ".adapterhub"
+    if importlib.util.find_spec(module) is not None:
+      found[method.name] = importlib.import_module(module)
+  return found
+
+
 def config_from_adapterhub(config):
-  """The `LoRAConfig` or `IA3Config` of an AdapterHub "lora" architecture config dict."""
+  """The config of the method of an AdapterHub "lora" architecture config dict's
+  `composition_mode` (a `LoRAConfig` for "add", an `IA3Config` for "scale")."""
   for option, plain in _UNSUPPORTED.items():
     if config.get(option, plain) != plain:
       raise Error(f"The adapter uses AdapterHub's {option}={config[option]!r} (gating, "
@@ -69,33 +85,26 @@ def config_from_adapterhub(config):
         f"intermediate_lora={config.get('intermediate_lora')}, output_lora="
         f"{config.get('output_lora')}): set AdapterHub's options of the modules the adapter "
         "was trained on (selfattn_lora with attn_matrices, intermediate_lora, output_lora).")
-  leave_out = tuple(config.get("leave_out") or ())
   mode = config.get("composition_mode", "add")
+  by_mode = {member.COMPOSITION_MODE: (name, member) for name, member in members().items()}
+  if mode not in by_mode:
+    raise Error(f"composition_mode={mode!r}: AdapterHub has "
+                + " and ".join(f"{m!r} ({name})" for m, (name, _) in by_mode.items()) + ".")
   try:
-    if mode == "add":
-      init = config.get("init_weights", "lora")
-      dora = config.get("use_dora", False)
-      return LoRAConfig(r=config.get("r", 8), alpha=config.get("alpha", 8),
-                        dropout=config.get("dropout", 0.0), target_modules=tuple(targets),
-                        leave_out=leave_out, init_weights=init if init == "bert" else "lora",
-                        use_dora=dora, **({"dora_variant": "adapterhub"} if dora else {}))
-    if config.get("use_dora", False):
-      raise Error("composition_mode='scale' with use_dora=True: AdapterHub's (IA)^3 has no "
-                  "DoRA; convert an adapter with use_dora=False.")
-    if mode == "scale":
-      if config.get("r", 1) != 1:
-        raise Error(f"composition_mode='scale' with r={config['r']}: AdapterHub's (IA)^3 "
-                    "has r=1.")
-      return IA3Config(target_modules=tuple(targets), feedforward_modules=(),
-                       leave_out=leave_out)
+    return by_mode[mode][1].config_from_adapterhub(config, targets,
+                                                   tuple(config.get("leave_out") or ()))
   except ValueError as error:
-    raise Error(f"The AdapterHub config cannot be reproduced: {error}") from error
-  raise Error(f"composition_mode={mode!r}: AdapterHub has 'add' (LoRA) and 'scale' ((IA)^3).")
+    raise Error(f"The AdapterHub config cannot be reproduced: {error}") from None
 
 
 def config_to_adapterhub(config):
-  """An AdapterHub "lora" architecture config dict equivalent to a `LoRAConfig` or
-  `IA3Config`, or an error naming what AdapterHub cannot represent."""
+  """An AdapterHub "lora" architecture config dict equivalent to the config of a method of
+  the family (`LoRAConfig`, `IA3Config`), or an error naming what AdapterHub cannot
+  represent."""
+  member = members().get(config.method)
+  if member is None:
+    raise Error(f"{type(config).__name__} has no AdapterHub equivalent; AdapterHub's LoRA "
+                f"family holds {sorted(members())}.")
   missing = [t for t in config.target_modules if t not in MODULES]
   if missing:
     raise Error(f"target_modules {missing} have no AdapterHub equivalent (AdapterHub's LoRA "
@@ -107,22 +116,10 @@ def config_to_adapterhub(config):
       intermediate_lora="intermediate" in config.target_modules,
       output_lora="output" in config.target_modules, leave_out=list(config.leave_out),
       init_weights_seed=None, dtype=None, use_dora=False, **_UNSUPPORTED)
-  if isinstance(config, IA3Config):
-    if config.feedforward_modules:
-      raise Error(f"feedforward_modules={list(config.feedforward_modules)}: AdapterHub's "
-                  "(IA)^3 scales projection outputs only; train with feedforward_modules=() "
-                  "and target_modules=('key', 'value', 'intermediate').")
-    return dict(common, composition_mode="scale", r=1, alpha=1, dropout=0.0,
-                init_weights="ia3")
-  if config.use_dora and config.dora_variant != "adapterhub":
-    raise Error(f"The model's DoRA is dora_variant={config.dora_variant!r}, which AdapterHub "
-                "does not compute (its norm and bias differ): save it with save_peft, or "
-                "train with dora_variant='adapterhub'.")
-  # rsLoRA's alpha/sqrt(r) is AdapterHub's alpha/r with alpha scaled by sqrt(r).
-  alpha = config.alpha * np.sqrt(config.r) if config.use_rslora else config.alpha
-  return dict(common, composition_mode="add", r=config.r, alpha=float(alpha),
-              dropout=config.dropout, use_dora=config.use_dora,
-              init_weights="bert" if config.init_weights == "bert" else "lora")
+  try:
+    return dict(common, **member.config_to_adapterhub(config))
+  except ValueError as error:
+    raise Error(str(error)) from None
 
 
 def missing_option(name, config):
@@ -143,31 +140,34 @@ def missing_option(name, config):
 
 def tensor_name(key, adapter_name):
   """AdapterHub's name of a projection change's weight key, or `None` for other keys."""
-  match = _KEY.fullmatch(key)
-  if not match:
+  found = _member_weight(key)
+  if found is None:
     return None
-  layer, target, _, part = match.groups()
+  layer, target, member, weight = found
   if target not in MODULES:
     raise Error(f"{key!r}: AdapterHub has no LoRA on {target!r}.")
-  if part == "scale":
-    part = "lora_b"  # AdapterHub's (IA)^3 scale is its LoRA B.
   return (f"bert.encoder.layer.{layer}.{MODULES[target]}.loras.{adapter_name}."
-          f"{_FACTORS[part]}")
+          f"{member.TENSORS[weight]}")
 
 
 def to_pytorch(key, value):
-  """A weight in AdapterHub's layout: A and B transposed, the (IA)³ scale and DoRA's
-  magnitude as `[out, 1]` (AdapterHub multiplies the scale by its alpha, 1 when written
-  here)."""
-  if key.endswith(("/scale", "/magnitude")):
-    return np.ascontiguousarray(value.reshape(-1, 1))
-  return np.ascontiguousarray(value.T)
+  """A weight of a projection change (`tensor_name` gives its name) in AdapterHub's layout."""
+  _, _, member, weight = _member_weight(key)
+  return member.to_pytorch(weight, value)
 
 
 def from_pytorch(key, value, adapterhub_config):
   """The inverse of `to_pytorch` for a tensor AdapterHub wrote under `adapterhub_config`."""
-  if key.endswith("/scale"):
-    return value.reshape(-1) * adapterhub_config.get("alpha", 1)
-  if key.endswith("/magnitude"):
-    return value.reshape(-1)
-  return np.ascontiguousarray(value.T)
+  _, _, member, weight = _member_weight(key)
+  return member.from_pytorch(weight, value, adapterhub_config)
+
+
+def _member_weight(key):
+  """`(layer, projection, method module, weight)` of a weight key of a family member's
+  projection change, else `None`."""
+  match = _KEY.fullmatch(key)
+  member = match and members().get(match.group(3))
+  if member is None or match.group(4) not in member.TENSORS:
+    return None
+  layer, target, _, weight = match.groups()
+  return layer, target, member, weight

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.interop import adapterhub
+from keras_adapters.interop import adapterhub_lora
 from keras_adapters.interop import testing as interop_testing
 from keras_adapters.methods.ia3 import IA3Config
 from keras_adapters.methods.lora import LoRAConfig
@@ -95,6 +96,23 @@ class RoundTripTest(tf.test.TestCase, parameterized.TestCase):
                                 "save_peft"):
       adapterhub.save_adapterhub(model, directory, model_name="tiny-bert")
     self.assertFalse(os.path.exists(directory))
+
+
+class FamilyTest(tf.test.TestCase):
+
+  def test_each_member_is_found_in_its_method_s_folder(self):
+    members = adapterhub_lora.members()
+    self.assertEqual({name: member.__name__ for name, member in members.items()},
+                     {"lora": "keras_adapters.methods.lora.adapterhub",
+                      "ia3": "keras_adapters.methods.ia3.adapterhub"})
+    self.assertEqual(sorted(member.COMPOSITION_MODE for member in members.values()),
+                     ["add", "scale"])
+
+  def test_an_unknown_mode_is_refused_naming_the_members(self):
+    with self.assertRaisesRegex(adapterhub_lora.Error,
+                                r"composition_mode='mul': AdapterHub has 'add' \(lora\) and "
+                                r"'scale' \(ia3\)\.$"):
+      adapterhub_lora.config_from_adapterhub({"composition_mode": "mul"})
 
 
 class BadInputTest(tf.test.TestCase, parameterized.TestCase):
