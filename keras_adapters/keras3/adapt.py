@@ -16,7 +16,6 @@ from keras_adapters.keras3 import layers
 from keras_adapters.layers import bottleneck
 from keras_adapters.methods import projections
 from keras_adapters.methods import registry
-from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.utils import errors
 
 # The backbones `adapt` knows, by class name (keras-hub's `keras_hub.models.<name>`).
@@ -40,22 +39,6 @@ _ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
 # add and LayerNorm come before it too (`original_ln_before`, Pfeiffer's placement).
 _LAYER_NORM_ATTRIBUTES = {"mh_adapter": "_self_attention_layer_norm",
                           "output_adapter": "_feedforward_layer_norm"}
-
-# The config fields the Keras 3 path takes, by config class; any other field must keep its
-# default. `AdapterConfig` adapters are sequential, with the base's residual add and
-# LayerNorm after them (and before them too with `original_ln_before`).
-_SUPPORTED_FIELDS = {
-    adapter_config_lib.AdapterConfig: (
-        "adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
-        "mh_adapter", "output_adapter", "scaling", "original_ln_before",
-        "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after"),
-    registry.get("lora").config_class: (
-        "r", "alpha", "use_rslora", "dropout", "target_modules", "leave_out", "init_weights",
-        "train_layer_norms"),
-    registry.get("ia3").config_class: (
-        "target_modules", "feedforward_modules", "leave_out", "train_layer_norms"),
-}
-
 
 def adapt(backbone, config):
   """Puts the method of `config` into every block of a keras-hub `backbone`, in place.
@@ -217,12 +200,20 @@ def _check_backbone(backbone):
         "backbone without it, or use LoRAConfig here instead.")
 
 
+def _supported_fields():
+  """The config fields the Keras 3 path takes, by config class: each registered method's
+  config says which (`keras3_fields`); a method without them does not run here yet."""
+  return {cls: cls.keras3_fields for cls in registry.config_classes()
+          if getattr(cls, "keras3_fields", None)}
+
+
 def _check_config(config):
-  supported = _SUPPORTED_FIELDS.get(type(config))
+  supported_fields = _supported_fields()
+  supported = supported_fields.get(type(config))
   if supported is None:
     raise errors.UsageError(
         f"keras_adapters.keras3.adapt takes one of "
-        f"{', '.join(c.__name__ for c in _SUPPORTED_FIELDS)}, got {config!r}.")
+        f"{', '.join(c.__name__ for c in supported_fields)}, got {config!r}.")
   for field in dataclasses.fields(config):
     value = getattr(config, field.name)
     if field.name not in supported and value != field.default:

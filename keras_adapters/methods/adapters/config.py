@@ -41,6 +41,12 @@ class AdapterConfig:
   # The registry's name of the bottleneck adapters: `--method=adapters`. Their dicts carry
   # no "method" key, as artifacts always stored them.
   method = "adapters"
+  # The fields `keras_adapters.keras3.adapt` takes (sequential adapters, with the base's
+  # residual add and LayerNorm after them, and before them too with `original_ln_before`);
+  # any other must keep its default there.
+  keras3_fields = ("adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
+                   "mh_adapter", "output_adapter", "scaling", "original_ln_before",
+                   "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after")
   adapter_size: Optional[int] = settings.setting(
       64, "Bottleneck size m of every adapter (the paper: 2 to 256); unused when "
       "reduction_factor is set. None: no adapters (the layer_norm, top_k and full baselines).")

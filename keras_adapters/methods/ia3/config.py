@@ -24,6 +24,8 @@ class IA3Config(method_config.MethodConfig):
   (('key', 'value', 'output'), ('output',))
   """
   method = "ia3"
+  # The fields `keras_adapters.keras3.adapt` takes; any other must keep its default there.
+  keras3_fields = ("target_modules", "feedforward_modules", "leave_out", "train_layer_norms")
 
   target_modules: Tuple[str, ...] = settings.setting(
       ("key", "value", "output"), "Projections of each block that (IA)^3 rescales: query, "
