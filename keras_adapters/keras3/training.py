@@ -84,8 +84,7 @@ def run_task(spec, splits, config, model_dir, export_dir=None):
   preprocessor = tokenizer.preprocessor_from_tf_hub(config.model.preprocess_handle)
   preprocessor.sequence_length = config.data.max_seq_length
   features = {name: tokenize(preprocessor, split) for name, split in splits.items()}
-  keras.utils.set_random_seed(config.trainer.seed)
-  with distribution.scope() if distribution else contextlib.nullcontext():
+  with scope(distribution):
     base_size = sum(int(np.prod(w.shape)) for w in base.weights)
     model = task_model(base, spec.num_classes, config, distributed=distribution is not None)
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
@@ -160,13 +159,18 @@ def data_parallel(batch_size):
   return keras.distribution.DataParallel(devices=devices)
 
 
+def scope(distribution):
+  """The scope of `distribution` (`data_parallel`'s), or an empty one for `None`."""
+  return distribution.scope() if distribution else contextlib.nullcontext()
+
+
 def task_model(base, num_classes, config, distributed=False, dropout_rate=0.1):
   """The classifier a run trains: `base` in the run's dtype policy, adapted with the
   config's method, under `build_classifier`'s head (pooling `config.model.pooling`).
 
   A copy of `base` is trained when the policy is not float32 or the run is `distributed`
   (its variables are then created in the distribution's layout); call it in the
-  distribution's scope.
+  distribution's scope. The new weights start from `config.trainer.seed`.
   """
   policy = DTYPE_POLICIES[config.runtime.mixed_precision]
   backbone = base
@@ -175,6 +179,8 @@ def task_model(base, num_classes, config, distributed=False, dropout_rate=0.1):
     backbone.set_weights(base.get_weights())
     if getattr(base, "tf_hub_handle", None):
       backbone.tf_hub_handle = base.tf_hub_handle
+  # The method's and the head's first weights from the run's seed, copy or no copy.
+  keras.utils.set_random_seed(config.trainer.seed)
   adapt(backbone, config.model.set_config)
   return artifacts.build_classifier(backbone, num_classes, dropout_rate=dropout_rate,
                                     pooling=config.model.pooling)

@@ -38,9 +38,9 @@ from keras_adapters.keras3 import training_test
 config = training_test._config()
 distribution = training.data_parallel(config.trainer.batch_size)
 inputs, labels = testing.tiny_inputs(batch_size=8), np.array([0, 1] * 4)
-with distribution.scope():
-  model = training.task_model(testing.tiny_backbone(), 2, config, distributed=True,
-                              dropout_rate=0.0)
+with training.scope(distribution):
+  model = training.task_model(testing.tiny_backbone(), 2, config,
+                              distributed=distribution is not None, dropout_rate=0.0)
   losses = training.fit(model, inputs, labels, config.trainer)
   logits = training.predict(model, inputs, distribution)
 try:

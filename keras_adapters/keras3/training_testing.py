@@ -2,7 +2,7 @@
 
 keras-hub's `BertTokenizer` needs a `[MASK]` token, which the Keras 2 tests' tiny vocabulary
 (`hub.testing.save_tiny_vocab`) lacks: this one has it in place of the last tiny word, so
-its ids stay within the tiny encoder's vocabulary.
+its ids stay within the tiny encoder's (`hub.testing.TINY_CONFIG`) vocabulary.
 """
 
 import atexit
@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 
+from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing as hub_testing
 
@@ -27,6 +28,9 @@ def tiny_handles():
   vocab_file = os.path.join(root, "vocab.txt")
   with open(vocab_file, "w", encoding="utf-8") as f:
     f.write("\n".join(_VOCABULARY) + "\n")
-  return (hub_testing.save_tiny_hub_encoder(os.path.join(root, "encoder")),
-          preprocessing.build_preprocessing_savedmodel(
-              vocab_file, os.path.join(root, "preprocess"), default_seq_length=SEQ_LENGTH))
+  # The encoder carries the same vocabulary, as a TF Hub BERT carries its own.
+  encoder = model_garden_export.export_encoder(
+      os.path.join(root, "encoder"), bert_config=hub_testing.tiny_bert_config(), seed=0,
+      vocab_file=vocab_file, do_lower_case=True)
+  return encoder, preprocessing.build_preprocessing_savedmodel(
+      vocab_file, os.path.join(root, "preprocess"), default_seq_length=SEQ_LENGTH)
