@@ -71,7 +71,10 @@ def export_encoder(export_dir: str,
   """
   encoder = (export_tfhub_lib.get_bert_encoder(bert_config) if bert_config is not None
              else encoders.build_encoder(encoder_config))
-  encoder(encoder.inputs)  # Creates the variables of a subclassed encoder (BertEncoderV2).
+  if not encoder.built:
+    # A subclassed encoder (BertEncoderV2) creates its variables when first called; a
+    # functional one has them, and another call would only trace all its layers again.
+    encoder(encoder.inputs)
   if with_mlm or copy_pooler_dense_to_encoder:
     hidden_act = (bert_config.hidden_act if bert_config is not None
                   else encoder_config.get().hidden_activation)
