@@ -7,6 +7,8 @@ config keys and tensor keys (`transformer/layer_0/attention_adapter/down_project
 same logits on the same base.
 """
 
+import dataclasses
+
 import numpy as np
 
 import keras
@@ -22,14 +24,13 @@ from keras_adapters.keras3.adapt import adapt
 from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import layers
 from keras_adapters.models import adapter_config as adapter_config_lib
+from keras_adapters.models import classifier_head
 from keras_adapters.utils import errors
 
 AdapterArtifactError = adapter_artifact.AdapterArtifactError
 PreprocessingConfig = adapter_artifact.PreprocessingConfig
 
-# What a head reads: `pooled_output` (BERT's pooler), the mean of `sequence_output` over
-# real tokens, or its first token; the Keras 2 `build_classifier`'s poolings.
-POOLINGS = ("cls", "mean", "first_token")
+POOLINGS = classifier_head.POOLINGS
 # The Keras 2 block's adapter slots → the keras-hub block's placements (`adapt`), and its
 # LayerNorms → the keras-hub block's, after the same sub-layers.
 _SLOTS = {"attention_adapter": "mh_adapter", "feedforward_adapter": "output_adapter"}
@@ -55,31 +56,18 @@ def build_classifier(backbone, num_classes, dropout_rate=0.1, pooling="cls",
   Returns:
     A `keras.Model` whose `head_config` records the head as artifacts do.
   """
-  if pooling not in POOLINGS:
-    raise errors.UsageError(f"Unknown pooling {pooling!r}; choose one of {list(POOLINGS)}.")
+  classifier_head.check_head(num_classes, pooling, hidden_layers)
   inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key)
             for key in ("token_ids", "segment_ids", "padding_mask")}
   outputs = backbone(inputs)
-  if pooling == "cls":
-    pooled = outputs["pooled_output"]
-  elif pooling == "first_token":
-    pooled = outputs["sequence_output"][:, 0, :]
-  else:
-    pooled = keras.layers.Lambda(_masked_mean, name="mean_pooling")(
-        [outputs["sequence_output"], inputs["padding_mask"]])
-  for index in range(hidden_layers):
-    pooled = keras.layers.Dropout(dropout_rate, name=f"head_dropout_{index}")(pooled)
-    pooled = keras.layers.Dense(
-        pooled.shape[-1], activation=hidden_activation, name=f"head_hidden_{index}",
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(pooled)
-  pooled = keras.layers.Dropout(dropout_rate, name="head_dropout")(pooled)
-  logits = keras.layers.Dense(
-      num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-      dtype="float32", name="logits")(pooled)
+  pooled = classifier_head.pool(outputs, pooling, lambda sequence: keras.layers.Lambda(
+      _masked_mean, name="mean_pooling")([sequence, inputs["padding_mask"]]))
+  logits = classifier_head.logits(keras, pooled, num_classes, dropout_rate, hidden_layers,
+                                  hidden_activation)
   model = keras.Model(inputs, logits, name="classifier")
-  model.head_config = dict(num_classes=num_classes, pooling=pooling, dropout_rate=dropout_rate,
-                           label_names=None, kind="classifier", hidden_layers=hidden_layers,
-                           hidden_activation=hidden_activation)
+  model.head_config = dataclasses.asdict(classifier_head.HeadConfig(
+      num_classes, pooling, dropout_rate, hidden_layers=hidden_layers,
+      hidden_activation=hidden_activation))
   return model
 
 
