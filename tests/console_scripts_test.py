@@ -27,11 +27,11 @@ def _console_scripts():
 
 
 def _runnable_modules():
-  """The modules of keras_adapters.cli that run as a program."""
+  """The modules of keras_adapters.cli that run as a program (its tests aside)."""
   names = []
   for path in sorted(glob.glob(os.path.join(_CLI_DIR, "*.py"))):
     with open(path, encoding="utf-8") as f:
-      if 'if __name__ == "__main__":' in f.read():
+      if not path.endswith("_test.py") and 'if __name__ == "__main__":' in f.read():
         names.append(os.path.splitext(os.path.basename(path))[0])
   return names
 
