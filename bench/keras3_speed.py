@@ -93,7 +93,8 @@ def _round(forwarded, with_peers, default_base):
           seq_length=FLAGS.seq_length, threads=os.cpu_count(), warmup=FLAGS.warmup_steps,
           steps=FLAGS.steps)
       peer_ms[what] = peer["median_ms"]
-      trainable = peer["params"]["trainable"]
+      if mode == "train":  # Only a training step reports its parameter counts.
+        trainable = peer["params"]["trainable"]
     results["adapterhub"] = (peer_ms, trainable)
   return results
 

@@ -26,7 +26,10 @@ def _fake_peer(folder):
       with open({str(folder / "calls.txt")!r}, "a") as log:
         log.write(" ".join(sys.argv[1:]) + "\\n")
       assert sys.argv[1].endswith("peer_step.py"), sys.argv
-      print(json.dumps(dict(median_ms={_PEER_MS}, params=dict(trainable={_PEER_TRAINABLE}))))
+      report = dict(median_ms={_PEER_MS})
+      if "--mode=train" in sys.argv:  # As peer_step.py: parameter counts in training only.
+        report["params"] = dict(trainable={_PEER_TRAINABLE})
+      print(json.dumps(report))
       """))
   python.chmod(python.stat().st_mode | stat.S_IEXEC)
   return python
