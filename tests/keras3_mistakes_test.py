@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras_adapters import keras3 as kak
 from keras_adapters.keras3 import layers
 from keras_adapters.keras3 import testing
+from keras_adapters.hub import testing as hub_testing
 from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import errors
 
@@ -104,6 +105,10 @@ class EncoderAndConversionMistakesTest(tf.test.TestCase):
     self.assert_one_line(r"is not a TF Hub BERT preprocessing model \(it has no tokenize "
                          r"and bert_pack_inputs\)", kak.tokenizer_from_tf_hub,
                          tf_hub.local_folder(None, "hub"))
+
+  def test_tokenizer_from_tf_hub_refuses_a_vocabulary_without_a_mask_token(self):
+    self.assert_one_line(r"has no '\[MASK\]' token, which keras-hub's BertTokenizer requires",
+                         kak.tokenizer_from_tf_hub, hub_testing.tiny_preprocess_handle())
 
 
 if __name__ == "__main__":

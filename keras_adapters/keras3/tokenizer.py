@@ -70,6 +70,12 @@ def _read(handle):
           f"The vocabulary of {folder!r} has {tokens[special[key]]!r} as its {key}, where "
           f"keras-hub's BertTokenizer needs {token!r}: this preprocessing model cannot be "
           "reproduced with it.")
+  # keras-hub's BertTokenizer looks its mask token up by name even where nothing masks.
+  if "[MASK]" not in tokens:
+    raise errors.UsageError(
+        f"The vocabulary of {folder!r} has no '[MASK]' token, which keras-hub's BertTokenizer "
+        "requires: use a preprocessing model whose vocabulary has it, or the Keras 2 path "
+        "(keras_adapters.AdaptedBert), which does not need it.")
   upper, lower = loaded.tokenize(tf.constant(["A", "a"])).flat_values.numpy()[:2]
   lowercase = bool(upper == lower)
   sequence_length = int(loaded(tf.constant([""]))["input_word_ids"].shape[-1])
