@@ -11,7 +11,7 @@ drift between rounds falls on every stack alike. On an otherwise idle machine:
 
   python bench/keras3_speed.py
 
-Rows: `stack`, `what` (`adapter_step`, `inference_adapters`), `ms`, `ms_by_round`,
+`measurements`, one row each: `stack`, `what` (`adapter_step`, `inference_adapters`), `ms`, `ms_by_round`,
 `over_keras2` (the stack's time over our Keras 2 path's), and the stacks' trainable
 parameters. Target: Keras 3 on TensorFlow at most 1.10x the Keras 2 path's adapter step.
 Without the peers' venv the AdapterHub rows are left out and the record says so.
@@ -128,7 +128,7 @@ def main(argv):
       benchmark="keras3_speed", machine=harness.machine_info(),
       settings=dict(forwarded, rounds=FLAGS.rounds, adapter_size=harness.ADAPTER_SIZE,
                     peers=with_peers and dict(library="adapterhub", threads=os.cpu_count())),
-      rows=rows, trainable_params=trainable,
+      measurements=rows, trainable_params=trainable,
       targets=dict(keras3_tensorflow_adapter_step_over_keras2=harness.against_target(
           keras3_over_keras2, _KERAS3_TARGET)))
   harness.write_record(FLAGS.output, record)

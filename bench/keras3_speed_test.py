@@ -48,7 +48,7 @@ def test_tiny_run_times_every_stack_in_its_own_process_and_records_the_ratios(tm
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
-  rows = {(row["stack"], row["what"]): row for row in record["rows"]}
+  rows = {(row["stack"], row["what"]): row for row in record["measurements"]}
   stacks = ("keras2", "keras3_jax", "keras3_tensorflow", "adapterhub")
   assert set(rows) == {(stack, what) for stack in stacks
                        for what in ("adapter_step", "inference_adapters")}

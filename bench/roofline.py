@@ -14,8 +14,8 @@ and records the achieved rate as a fraction of the same framework's matmul rate:
 
 Each step's FLOPs are counted by `matmul_rate.step_flops`. Softmax, GELU, LayerNorm, dropout
 and the optimiser are not matmuls: they are the rest, and for our steps a profiled step names
-the largest of them (`largest_other_ops`). Rows: `library` (keras_adapters, adapterhub,
-peft, transformers: the plain PyTorch model AdapterHub's full step and plain inference run),
+the largest of them (`largest_other_ops`). `measurements`, one row each: `library`
+(keras_adapters, adapterhub, peft, transformers: the plain PyTorch model AdapterHub's full step and plain inference run),
 `what`, `gflop`, `ms` (median over rounds of each round's median), `gflops_per_s`,
 `fraction_of_matmul`. Targets: our adapter step at least 0.75 of TensorFlow's rate, inference
 at least 0.85.
@@ -218,7 +218,8 @@ def main(argv):
                     peers=with_peers and dict(
                         shape="minilm" if default_base else "random, of the encoder's shape",
                         threads=os.cpu_count())),
-      matmul=dict(gflops_per_s=matmul, by_round=rates), rows=rows, targets=_targets(rows))
+      matmul=dict(gflops_per_s=matmul, by_round=rates), measurements=rows,
+      targets=_targets(rows))
   harness.write_record(FLAGS.output, record)
   print(harness.markdown_table(
       ["Library", "What", "GFLOP", "ms", "GFLOP/s", "Of matmul rate"],

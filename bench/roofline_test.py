@@ -68,7 +68,7 @@ def test_tiny_run_records_every_row_fraction_and_target(tmp_path):
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
-  rows = {(row["library"], row["what"]): row for row in record["rows"]}
+  rows = {(row["library"], row["what"]): row for row in record["measurements"]}
   whats = ("adapter_step", "lora_step", "full_step", "inference_plain", "inference_adapters")
   assert set(rows) == ({("keras_adapters", what) for what in whats}
                        | {("adapterhub", "adapter_step"), ("adapterhub", "lora_step"),

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 import numpy as np
 import tensorflow_hub as hub
+import tensorflow_text  # pylint: disable=unused-import  (registers the preprocessing model's ops)
 
 import harness
 from keras_adapters.data import builtin_datasets
