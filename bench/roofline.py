@@ -15,10 +15,10 @@ and records the achieved rate as a fraction of the same framework's matmul rate:
 Each step's FLOPs are counted by `matmul_rate.step_flops`. Softmax, GELU, LayerNorm, dropout
 and the optimiser are not matmuls: they are the rest, and for our steps a profiled step names
 the largest of them (`largest_other_ops`). `measurements`, one row each: `library`
-(keras_adapters, adapterhub, peft, transformers: the plain PyTorch model AdapterHub's full step and plain inference run),
-`what`, `gflop`, `ms` (median over rounds of each round's median), `gflops_per_s`,
-`fraction_of_matmul`. Targets: our adapter step at least 0.75 of TensorFlow's rate, inference
-at least 0.85.
+(keras_adapters, adapterhub, peft, transformers: the plain PyTorch model AdapterHub's full
+step and plain inference run), `what`, `gflop`, `ms` (median over rounds of each round's
+median), `gflops_per_s`, `fraction_of_matmul`. Targets: our adapter step at least 0.75 of
+TensorFlow's rate, inference at least 0.85.
 
 Each round runs our setups in one fresh process, in turns (A, B, C, A, B, C, ...) after
 TensorFlow's matmul rate, then PyTorch's rate and every peer setup, each in a fresh process:
