@@ -1,24 +1,12 @@
-"""AdapterHub (PyTorch `adapters`) bottleneck adapters and heads, read and written exactly.
+"""AdapterHub (PyTorch `adapters`) bottleneck adapters and heads, read and written exactly,
+on Keras 2.
 
-An AdapterHub artifact (`model.save_adapter(dir, name, with_head=True, use_safetensors=True)`)
-is a folder with
-
-- `adapter_config.json`: `{"config": <its BnConfig as a dict>, "name", "model_type",
-  "model_name", "model_class", "hidden_size", "version"}`;
-- `adapter.safetensors`: the adapters, PyTorch names and layouts
-  (`bert.encoder.layer.<i>.attention.output.adapters.<name>.adapter_down.0.weight`,
-  `[out, in]`);
-- `head_config.json` and `model_head.safetensors`: the prediction head
-  (`heads.<name>.<index>.weight`, an `nn.Sequential` of Dropout / Linear / activation).
-
-`load_adapterhub` turns one into a task model (`AdaptedBert` + `build_classifier`) with the
-`AdapterConfig` options of the same names, or the `LoRAConfig` / `IA3Config` of AdapterHub's
-LoRA family (`adapterhub_lora`); `save_adapterhub` writes one from a task model. Both sides
-start from the same released base weights, so only the adapters and the head move.
-AdapterHub's options without an equivalent here (Compacter/PHM, invertible adapters, gating,
-learned scalings, VeRA, prefix tuning, fusion) are refused, naming the option. The format
-itself (names, layouts, configs, refusals) is `adapterhub_format`'s, which the Keras 3 face
-shares.
+The format (files, tensor names and layouts, configs, refusals) is described and defined in
+`adapterhub_format`, which the Keras 3 face shares. `load_adapterhub` turns an artifact into
+a task model (`AdaptedBert` + `build_classifier`) with the `AdapterConfig` options of the
+same names, or the `LoRAConfig` / `IA3Config` of AdapterHub's LoRA family
+(`adapterhub_lora`); `save_adapterhub` writes one from a task model. Both sides start from
+the same released base weights, so only the adapters and the head move.
 """
 
 # The bridge reads and writes task models as `saving` does, through its private helpers.

@@ -1,22 +1,10 @@
-"""peft LoRA adapters of BERT sequence classifiers, read and written exactly.
+"""peft LoRA adapters of BERT sequence classifiers, read and written exactly, on Keras 2.
 
-A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_type=
-"SEQ_CLS", ...)).save_pretrained(dir)`) is a folder with
-
-- `adapter_config.json`: the `LoraConfig` (`peft_type` "LORA", `r`, `lora_alpha`,
-  `use_rslora`, `target_modules` as names or a regex, `layers_to_transform`,
-  `modules_to_save`, ...) and `base_model_name_or_path`;
-- `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.lora_A.weight`
-  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module, `bert.pooler.dense`'s
-  (peft's "dense" matches it; the target `"pooler"` here) too (with `use_dora`, DoRA's
-  `lora_magnitude_vector` `[out]` too), and the classifier, saved whole (`modules_to_save`):
-  `base_model.model.classifier.weight` / `.bias`.
-
-`load_peft` builds the task model (`AdaptedBert(LoRAConfig)` + a `build_classifier` head on
-BERT's pooler, as `BertForSequenceClassification` has); `save_peft` writes one. Which modules
-carry LoRA is read from the tensors and checked against the config. Other peft types and
-options that change what the model computes are refused, naming the option. The format
-itself (names, config, refusals) is `peft_format`'s, which the Keras 3 face shares.
+The format (files, tensor names, config, refusals) is described and defined in `peft_format`,
+which the Keras 3 face shares. `load_peft` builds the task model (`AdaptedBert(LoRAConfig)` +
+a `build_classifier` head on BERT's pooler, as `BertForSequenceClassification` has);
+`save_peft` writes one. Which modules carry LoRA is read from the tensors and checked against
+the config.
 """
 
 import os
