@@ -233,6 +233,22 @@ def define_peer_flags() -> None:
       "~/.cache/adapterhub-peer/venv/bin/python.")
 
 
+def peers_present(left_out: str) -> bool:
+  """Whether `--peer_python` exists; if not, says on stderr that `left_out` are left out."""
+  present = os.path.exists(flags.FLAGS.peer_python)
+  if not present:
+    print(f"Left out: {left_out} (no Python at --peer_python={flags.FLAGS.peer_python}).",
+          file=sys.stderr)
+  return present
+
+
+def resolve_hub_handle() -> bool:
+  """Sets an unset `--hub_handle` to the embedded default base; returns whether it was unset."""
+  default_base = flags.FLAGS.hub_handle is None
+  flags.FLAGS.hub_handle = flags.FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  return default_base
+
+
 def peer_env(**extra: str) -> Dict[str, str]:
   """This environment, offline for Hugging Face's libraries, with `extra` on top."""
   return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)

@@ -21,11 +21,10 @@ Results: bench/results/keras3_speed.json and a Markdown table on stdout.
 import os
 
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
-import keras_adapters
+import keras_adapters  # pylint: disable=unused-import
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import statistics
-import sys
 
 from absl import app
 from absl import flags
@@ -105,12 +104,8 @@ def main(argv):
   if FLAGS.child:
     harness.report_to_parent(_measure_keras2())
     return
-  with_peers = os.path.exists(FLAGS.peer_python)
-  if not with_peers:
-    print(f"AdapterHub is left out: no Python at --peer_python={FLAGS.peer_python}.",
-          file=sys.stderr)
-  default_base = FLAGS.hub_handle is None
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  with_peers = harness.peers_present("AdapterHub")
+  default_base = harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   by_round, trainable = {}, {}
   for round_index in range(FLAGS.rounds):

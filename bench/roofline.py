@@ -37,12 +37,11 @@ Results: bench/results/roofline.json and a Markdown table on stdout.
 import os
 
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
-import keras_adapters
+import keras_adapters  # pylint: disable=unused-import
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import dataclasses
 import statistics
-import sys
 import tempfile
 
 from absl import app
@@ -177,12 +176,8 @@ def main(argv):
   if FLAGS.child:
     harness.report_to_parent(_measure_ours())
     return
-  with_peers = os.path.exists(FLAGS.peer_python)
-  if not with_peers:
-    print(f"The PyTorch peers are left out: no Python at --peer_python={FLAGS.peer_python}.",
-          file=sys.stderr)
-  default_base = FLAGS.hub_handle is None
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  with_peers = harness.peers_present("the PyTorch peers")
+  default_base = harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   script = os.path.abspath(__file__)
   rates = {"tensorflow": [], "torch": []}
