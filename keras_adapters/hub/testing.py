@@ -90,9 +90,21 @@ MODEL_GARDEN_VARIANTS = {
 
 
 def export_model_garden_variant(name, root, seed=3):
-  """Exports `MODEL_GARDEN_VARIANTS[name]` with random weights into `root/name`."""
+  """Writes `MODEL_GARDEN_VARIANTS[name]` with random weights into `root/name`, its vocab or
+  SentencePiece model beside it; returns `root/name`.
+
+  The export is a copy of `model_garden_variant(name, seed)`, the caller's to change.
+  """
+  shutil.copytree(os.path.dirname(model_garden_variant(name, seed)), root, dirs_exist_ok=True)
+  return os.path.join(root, name)
+
+
+@functools.lru_cache(maxsize=None)
+def model_garden_variant(name, seed=3):
+  """`MODEL_GARDEN_VARIANTS[name]` with random weights, exported once per process and
+  arguments (about 10 CPU seconds each); nothing may write to it."""
   variant = MODEL_GARDEN_VARIANTS[name]
-  os.makedirs(root, exist_ok=True)
+  root = _process_temp_dir(f"model_garden_{name}_")
   assets = (dict(vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")),
                  do_lower_case=True) if variant.tokenizer == "wordpiece"
             else dict(sp_model_file=save_tiny_sentencepiece(root)))
@@ -101,10 +113,10 @@ def export_model_garden_variant(name, root, seed=3):
 
 
 def save_tiny_hub_encoder(export_dir, seed=0, random_stddev=None, **config):
-  """Writes a random tiny BERT encoder with the Model Garden's TF Hub exporter; returns its path.
+  """Writes a random tiny BERT encoder exported by the Model Garden's TF Hub exporter into
+  `export_dir`; returns its path.
 
-  It carries the tiny vocab (`save_tiny_vocab`) and `do_lower_case=True`, as TF Hub BERTs
-  carry theirs, so `tiny_preprocess_handle()` belongs to it.
+  The export is a copy of `tiny_hub_encoder`'s of the same arguments, the caller's to change.
 
   Args:
     export_dir: Folder to write.
@@ -113,11 +125,24 @@ def save_tiny_hub_encoder(export_dir, seed=0, random_stddev=None, **config):
       need BERT's 0.02, or their outputs saturate.
     **config: Arguments of `tiny_bert_config`.
   """
-  vocab_dir = _process_temp_dir("tiny_vocab_")
+  shutil.copytree(tiny_hub_encoder(seed, random_stddev, **config), export_dir,
+                  dirs_exist_ok=True)
+  return export_dir
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_hub_encoder(seed=0, random_stddev=None, **config):
+  """A random tiny BERT encoder (arguments as `save_tiny_hub_encoder`'s) exported once per
+  process and arguments, about 10 CPU seconds each; nothing may write to it.
+
+  It carries the tiny vocab (`save_tiny_vocab`) and `do_lower_case=True`, as TF Hub BERTs
+  carry theirs, so `tiny_preprocess_handle()` belongs to it.
+  """
+  root = _process_temp_dir("tiny_hub_")
   spread = {} if random_stddev is None else dict(random_stddev=random_stddev)
   return model_garden_export.export_encoder(
-      export_dir, bert_config=tiny_bert_config(**config), seed=seed,
-      vocab_file=save_tiny_vocab(os.path.join(vocab_dir, "vocab.txt")), do_lower_case=True,
+      os.path.join(root, "encoder"), bert_config=tiny_bert_config(**config), seed=seed,
+      vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")), do_lower_case=True,
       **spread)
 
 
@@ -154,11 +179,10 @@ def _process_temp_dir(prefix):
   return root
 
 
-@functools.lru_cache(maxsize=None)
 def tiny_hub_handle(seed=0):
-  """A tiny Hub encoder saved once per process and seed; nothing writes to it."""
-  return save_tiny_hub_encoder(
-      os.path.join(_process_temp_dir("tiny_hub_"), "encoder"), seed=seed)
+  """`tiny_hub_encoder(seed)`: the tiny Hub encoder of `TINY_CONFIG`, saved once per process
+  and seed; nothing writes to it."""
+  return tiny_hub_encoder(seed)
 
 
 @functools.lru_cache(maxsize=None)
