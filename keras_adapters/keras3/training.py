@@ -6,7 +6,9 @@ run_task` does, on the backend `KERAS_BACKEND` names: it converts the TF Hub bas
 (`preprocessor_from_tf_hub`), puts in the method of `config.model` (`adapt`), trains with
 the Keras 2 path's optimiser (AdamW, decay 0.01 without LayerNorms and biases, gradients
 clipped to norm 1, linear warmup then linear decay to 0), scores the other labelled splits,
-and writes the library's adapter artifact and, on TensorFlow, the serving SavedModel.
+and writes the library's adapter artifact and, on TensorFlow, the serving SavedModel. It
+checkpoints as it trains (`checkpoints`): a stopped run resumes where it stopped, and a
+rerun of a finished one trains nothing, as the Keras 2 runner's.
 
 On JAX with more than one device, the steps run data parallel (`keras.distribution.
 DataParallel`: each device takes its slice of every batch, the weights are replicated);
@@ -25,18 +27,24 @@ import tensorflow as tf
 
 from keras_adapters.data import metrics as metrics_lib
 from keras_adapters.data import split_checks
+from keras_adapters.hub import adapter_artifact
 # The package's `adapt` function hides the module's name: its names are imported.
 # pylint: disable=g-importing-member
 from keras_adapters.keras3.adapt import _check_config
 from keras_adapters.keras3.adapt import adapt
 from keras_adapters.keras3 import artifacts
+from keras_adapters.keras3 import base_weights
+from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import serving
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import tokenizer
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import run_lock
 
 RESULTS_FILE = "results.json"
+# What defines a Keras 3 run (`run_definition`): a rerun with other settings is refused.
+RUN_FILE = "keras3_run.json"
 # The Keras 2 run records a Keras 3 run does not write: a folder holding them is another run.
 _KERAS2_RUN_FILE = "run.json"
 # `config.runtime.mixed_precision` → Keras 3's dtype policy.
@@ -48,15 +56,22 @@ _EVAL_BATCH_SIZE = 64
 
 
 def run_task(spec, splits, config, model_dir, export_dir=None):
-  """Trains on `splits["train"]`, scores every other labelled split, optionally exports.
+  """Trains on `splits["train"]`, scores every other labelled split, optionally exports;
+  resumable, as the Keras 2 runner.
+
+  The run checkpoints in `model_dir` every `config.trainer.checkpoint_every_steps` steps and
+  at the end (`checkpoints`). Rerunning into the folder of a stopped run resumes it from its
+  last checkpoint; on a finished one nothing trains: the recorded results come back, after
+  the evaluations they lack and an export they do not record, from the final checkpoint. A
+  folder holding a run with other settings is refused, naming them.
 
   Args:
     spec: The task (`keras_adapters.data.examples.TaskSpec`).
     splits: Split name → `TextExamples`, with `"train"`.
     config: The run's `ExperimentConfig`, as the Keras 2 runner takes it; settings the
       Keras 3 path lacks are refused (`check_config`).
-    model_dir: Folder of the results (`results.json`). A Keras 3 run does not checkpoint or
-      resume: a rerun trains again.
+    model_dir: Folder of the run's record (`keras3_run.json`), checkpoint and results
+      (`results.json`).
     export_dir: Folder of the adapter artifact (`adapters/`) and, on the TensorFlow backend,
       the serving SavedModel (`saved_model/`); `None`: no export.
 
@@ -66,7 +81,8 @@ def run_task(spec, splits, config, model_dir, export_dir=None):
 
   Raises:
     UsageError: A setting the Keras 3 path does not support, data a run cannot learn from,
-      a batch the devices cannot share, or a `model_dir` holding a Keras 2 run.
+      a batch the devices cannot share, or a `model_dir` holding a Keras 2 run or a run
+      with other settings.
   """
   check_config(config)
   split_checks.check_splits(spec, splits)
@@ -74,49 +90,120 @@ def run_task(spec, splits, config, model_dir, export_dir=None):
     raise errors.UsageError(
         f"model_dir={model_dir!r} holds a Keras 2 run (run.json); a Keras 3 run would mix its "
         "records with it: pass another model_dir.")
+  atomic_io.check_output_dir(model_dir, "model_dir")
   distribution = data_parallel(config.trainer.batch_size)
   start = time.time()
+  # The base's dropout draws from seeds made as it is built: the same in every run.
+  keras.utils.set_random_seed(config.trainer.seed)
   base = tf_hub_bert.from_tf_hub(config.model.hub_handle)
   if base.max_sequence_length < config.data.max_seq_length:
     raise errors.UsageError(
         f"max_seq_length={config.data.max_seq_length} is more than the base's "
         f"{base.max_sequence_length} positions: give at most {base.max_sequence_length}.")
-  preprocessor = tokenizer.preprocessor_from_tf_hub(config.model.preprocess_handle)
-  preprocessor.sequence_length = config.data.max_seq_length
-  features = {name: tokenize(preprocessor, split) for name, split in splits.items()}
-  with scope(distribution):
-    base_size = sum(int(np.prod(w.shape)) for w in base.weights)
-    model = task_model(base, spec.num_classes, config, distributed=distribution is not None)
-    trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-    train_start = time.time()
-    losses = fit(model, features["train"], splits["train"].labels, config.trainer,
-                 regression=spec.is_regression, jit_compile=config.runtime.jit_compile)
-    train_seconds = time.time() - train_start
-    results = dict(
-        task=spec.name, keras=3, backend=keras.backend.backend(),
-        devices=len(distribution.device_mesh.devices.flatten()) if distribution else 1,
-        config=config.settings(), train_losses=losses, train_seconds=train_seconds,
-        parameters=dict(trainable=trainable, base=base_size,
-                        trainable_percent_of_base=100.0 * trainable / base_size),
-        metrics={}, predictions={},
-        split_fingerprints={name: split_checks.data_fingerprint(split)
-                            for name, split in splits.items()})
-    for name, split in splits.items():
-      if name == "train":
-        continue
-      outputs = predict(model, features[name], distribution)
-      values = (outputs[:, 0] if spec.is_regression else np.argmax(outputs, -1)).tolist()
-      if split.labels is None:
-        results["predictions"][name] = dict(ids=list(split.ids), values=values)
-      else:
-        results["metrics"][name] = metrics_lib.compute_metrics(spec, split.labels, values)
-  if export_dir is not None:
-    export(model, spec, config, export_dir)
-    results["export_dir"] = export_dir
-  results["total_seconds"] = time.time() - start
+  definition = run_definition(spec, splits, config, base_weights.fingerprint(base))
+  check_run_dir(model_dir, definition)
+  results = atomic_io.read_json(os.path.join(model_dir, RESULTS_FILE))
+  pending = [name for name, split in splits.items() if name != "train" and (
+      (results or {}).get("split_fingerprints", {}).get(name)
+      != split_checks.data_fingerprint(split))]
+  to_export = export_dir is not None and not _exported(results, export_dir)
+  if results is not None and not pending and not to_export:
+    return results
+  if results is not None and not tf.io.gfile.exists(
+      os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)):
+    raise errors.UsageError(
+        f"{model_dir} holds the results of a finished run but not its final checkpoint, so "
+        "it cannot evaluate again or export: use a new model_dir, or pass the data and "
+        "export_dir it was run with.")
   atomic_io.make_writable_dir(model_dir, "model_dir")
-  atomic_io.write_json(os.path.join(model_dir, RESULTS_FILE), results)
+  with run_lock.hold(model_dir):
+    atomic_io.remove_leftovers(model_dir)
+    if not tf.io.gfile.exists(os.path.join(model_dir, RUN_FILE)):
+      atomic_io.write_json(os.path.join(model_dir, RUN_FILE), definition)
+    preprocessor = tokenizer.preprocessor_from_tf_hub(config.model.preprocess_handle)
+    preprocessor.sequence_length = config.data.max_seq_length
+    with scope(distribution):
+      base_size = sum(int(np.prod(w.shape)) for w in base.weights)
+      model = task_model(base, spec.num_classes, config, distributed=distribution is not None)
+      trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+      train_start = time.time()
+      losses = fit(model, tokenize(preprocessor, splits["train"]), splits["train"].labels,
+                   config.trainer, regression=spec.is_regression,
+                   jit_compile=config.runtime.jit_compile, checkpoint_dir=model_dir)
+      if results is None:
+        results = dict(
+            task=spec.name, keras=3, backend=keras.backend.backend(),
+            devices=len(distribution.device_mesh.devices.flatten()) if distribution else 1,
+            config=config.settings(), train_losses=losses,
+            train_seconds=time.time() - train_start,
+            parameters=dict(trainable=trainable, base=base_size,
+                            trainable_percent_of_base=100.0 * trainable / base_size),
+            metrics={}, predictions={}, split_fingerprints={})
+      for name in pending:
+        split = splits[name]
+        outputs = predict(model, tokenize(preprocessor, split), distribution)
+        values = (outputs[:, 0] if spec.is_regression else np.argmax(outputs, -1)).tolist()
+        if split.labels is None:
+          results["metrics"].pop(name, None)
+          results["predictions"][name] = dict(ids=list(split.ids), values=values)
+        else:
+          results["predictions"].pop(name, None)
+          results["metrics"][name] = metrics_lib.compute_metrics(spec, split.labels, values)
+        results["split_fingerprints"][name] = split_checks.data_fingerprint(split)
+    if to_export:
+      export(model, spec, config, export_dir)
+      results["export_dir"] = export_dir
+    results["total_seconds"] = results.get("total_seconds", 0.0) + time.time() - start
+    atomic_io.write_json(os.path.join(model_dir, RESULTS_FILE), results)
   return results
+
+
+def run_definition(spec, splits, config, base_fingerprint):
+  """What defines a run (`keras3_run.json`): the task, its training data, the base and
+  every setting that changes what is learnt (`config.definition()`)."""
+  train = splits["train"]
+  return dict(keras=3, task=spec.name, text_fields=list(spec.text_fields),
+              label_names=None if spec.is_regression else list(spec.label_names),
+              train_examples=len(train), train_fingerprint=split_checks.data_fingerprint(train),
+              base_fingerprint=base_fingerprint, config=config.definition())
+
+
+def check_run_dir(model_dir, definition):
+  """Raises a one-line `UsageError` unless `model_dir` is new or holds the run of
+  `definition` (`run_definition`), naming the settings that differ."""
+  recorded = atomic_io.read_json(os.path.join(model_dir, RUN_FILE))
+  if recorded is None:
+    if tf.io.gfile.exists(os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)):
+      raise errors.UsageError(
+          f"{model_dir} holds a checkpoint but no {RUN_FILE} recording its settings, so it "
+          "cannot be resumed safely: use a new model_dir.")
+    return
+  differences = []
+  for name, value in definition.items():
+    there = recorded.get(name)
+    if name == "config" or there == value:
+      continue
+    differences.append(f"another {name[:-len('_fingerprint')]} (it differs)"
+                       if name.endswith("_fingerprint") else
+                       f"{name.replace('_', ' ')} {there!r} there, {value!r} now")
+  recorded_config = recorded.get("config", {})
+  differences += [f"{name}={recorded_config.get(name)!r} there, {name}={value!r} now"
+                  for name, value in definition["config"].items()
+                  if recorded_config.get(name) != value]
+  if differences:
+    raise errors.UsageError(
+        f"{model_dir} holds a run with other settings: {'; '.join(differences)}. Use a new "
+        "model_dir for the new settings, or the recorded ones to resume or reuse that run.")
+
+
+def _exported(results, export_dir):
+  """Whether `results` record an export to `export_dir` that is there."""
+  if not results or results.get("export_dir") != export_dir:
+    return False
+  files = [("adapters", adapter_artifact.CONFIG_FILE)]
+  if results.get("backend") == "tensorflow":
+    files.append(("saved_model", "saved_model.pb"))
+  return all(tf.io.gfile.exists(os.path.join(export_dir, *path)) for path in files)
 
 
 def check_config(config):
@@ -218,10 +305,15 @@ def create_optimizer(trainer, total_steps):
   return optimizer
 
 
-def fit(model, features, labels, trainer, regression=False, jit_compile=False):
+def fit(model, features, labels, trainer, regression=False, jit_compile=False,
+        checkpoint_dir=None):
   """Trains `model` on the packed `features` (`tokenize`) and `labels` for
   `trainer.epochs` (whole steps: the epochs times the batches in one, rounded up), each
   batch `trainer.batch_size` examples in an order `trainer.seed` shuffles.
+
+  With `checkpoint_dir`, training goes on from the checkpoint there (`checkpoints`), if
+  any, and saves one every `trainer.checkpoint_every_steps` steps and at the end: the
+  batches after the checkpoint's step are those an unstopped run would have taken.
 
   Returns:
     The mean training loss of each epoch (the last one may be shorter).
@@ -232,6 +324,7 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False):
   epochs = max(1, math.ceil(trainer.epochs))
   # Every batch full, across epochs: the devices of a data parallel run share each evenly.
   steps_per_epoch = math.ceil(total_steps / epochs)
+  # One order of batches over every epoch, so the batches from any step on are known.
   dataset = (tf.data.Dataset.from_tensor_slices((features, np.asarray(labels)))
              .shuffle(num_examples, seed=trainer.seed, reshuffle_each_iteration=True)
              .repeat().batch(batch_size, drop_remainder=True))
@@ -240,9 +333,17 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False):
   # JAX always compiles the steps; TensorFlow with XLA when asked.
   model.compile(optimizer=create_optimizer(trainer, steps_per_epoch * epochs), loss=loss,
                 jit_compile="auto" if keras.backend.backend() == "jax" else jit_compile)
-  history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, shuffle=False,
-                      verbose=0)
-  return [float(value) for value in history.history["loss"]]
+  state = checkpoints.restore(model, checkpoint_dir) if checkpoint_dir else None
+  tracker = checkpoints.StepCheckpoints(
+      checkpoint_dir, trainer.checkpoint_every_steps, steps_per_epoch * epochs,
+      steps_per_epoch, state or checkpoints.TrainingState())
+  while tracker.state.step < steps_per_epoch * epochs:
+    epoch, done = divmod(tracker.state.step, steps_per_epoch)
+    # A resumed epoch's remaining steps alone, then whole epochs.
+    model.fit(dataset.skip(tracker.state.step), initial_epoch=epoch,
+              epochs=epoch + 1 if done else epochs, steps_per_epoch=steps_per_epoch - done,
+              callbacks=[tracker], shuffle=False, verbose=0)
+  return tracker.state.epoch_losses
 
 
 def tokenize(preprocessor, examples):

@@ -3,8 +3,10 @@ data parallel JAX on two host devices against one (subprocesses), bfloat16, and 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from unittest import mock
 
 import keras
 import numpy as np
@@ -13,6 +15,7 @@ import tensorflow as tf
 from keras_adapters import keras3 as kak
 from keras_adapters.core import config_definitions
 from keras_adapters.data import examples as examples_lib
+from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import testing
 from keras_adapters.keras3 import training
 from keras_adapters.keras3 import training_testing
@@ -133,7 +136,7 @@ class RefusalTest(tf.test.TestCase):
     """Each refused by `run_task` before the (unreadable) base is read."""
     spec, splits = task_testing.colour_task()
     cases = {
-        "use_dora": dict(method="lora", lora_use_dora=True),
+        "pooler": dict(method="lora", lora_target_modules="query,pooler"),
         "is_parallel": dict(is_parallel=True),
         "tuning": dict(method="full"),
         "strategy='mirrored'": dict(strategy="mirrored"),
@@ -194,6 +197,96 @@ class RunTaskTest(tf.test.TestCase):
     features = training.tokenize(kak.preprocessor_from_tf_hub(preprocess_handle), pairs)
     self.assertEqual(features["segment_ids"][0, :6].tolist(), [0, 0, 0, 0, 1, 1])
     self.assertEqual(features["padding_mask"][0].sum(), 6)
+
+
+def _stopping_at(step):
+  """A `StepCheckpoints.on_train_batch_end` that stops training, as Ctrl-C or SIGTERM
+  under `cli.run` do, once `step` steps are done."""
+  on_train_batch_end = checkpoints.StepCheckpoints.on_train_batch_end
+  def stop(callback, batch, logs=None):
+    on_train_batch_end(callback, batch, logs)
+    if callback.state.step == step:
+      raise KeyboardInterrupt
+  return mock.patch.object(checkpoints.StepCheckpoints, "on_train_batch_end", stop)
+
+
+def _steps_trained():
+  """Patches `StepCheckpoints.on_train_batch_end` to record each step it ends; returns the
+  patch and the list."""
+  steps = []
+  on_train_batch_end = checkpoints.StepCheckpoints.on_train_batch_end
+  def record(callback, batch, logs=None):
+    on_train_batch_end(callback, batch, logs)
+    steps.append(callback.state.step)
+  return mock.patch.object(checkpoints.StepCheckpoints, "on_train_batch_end", record), steps
+
+
+_NOT_TRAINED = mock.patch.object(keras.Model, "fit", side_effect=AssertionError("trained"))
+
+
+class ResumeTest(tf.test.TestCase):
+  """One run of the colour task on the tiny base (18 examples in batches of 4: two epochs of
+  5 steps, a checkpoint every 3), trained once; each test stops or reruns into a copy."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "keras3_resume_test")
+    shutil.rmtree(cls.root, ignore_errors=True)
+    hub_handle, preprocess_handle = training_testing.tiny_handles()
+    cls.spec, cls.splits = task_testing.colour_task()
+    cls.config = _config(hub_handle=hub_handle, preprocess_handle=preprocess_handle,
+                         checkpoint_every_steps=3)
+    cls.run_dir = os.path.join(cls.root, "run")
+    cls.results = training.run_task(cls.spec, cls.splits, cls.config, cls.run_dir)
+
+  def _copy(self):
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self.run_dir, model_dir)
+    return model_dir
+
+  def test_a_stopped_run_resumes_from_its_last_checkpoint_to_the_same_results(self):
+    """Stopped at step 7 of 10 (mid second epoch), the rerun trains steps 7 to 10 from the
+    checkpoint of step 6 and ends as the run that was not stopped."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    with _stopping_at(7), self.assertRaises(KeyboardInterrupt):
+      training.run_task(self.spec, self.splits, self.config, model_dir)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, training.RESULTS_FILE)))
+    recording, steps = _steps_trained()
+    with recording:
+      results = training.run_task(self.spec, self.splits, self.config, model_dir)
+    self.assertEqual(steps, [7, 8, 9, 10])
+    self.assertLen(results["train_losses"], 2)
+    self.assertAllClose(results["train_losses"], self.results["train_losses"], atol=1e-5)
+    for split in ("validation", "test"):
+      self.assertAllClose(results["metrics"][split], self.results["metrics"][split])
+
+  def test_a_rerun_of_a_finished_run_trains_nothing(self):
+    """The same settings: the recorded results, then a new split scored and an export
+    written from the final checkpoint, without training."""
+    model_dir = self._copy()
+    with _NOT_TRAINED:
+      self.assertEqual(training.run_task(self.spec, self.splits, self.config, model_dir),
+                       json.loads(json.dumps(self.results)))
+      extra = task_testing.examples(4, seed=7, labelled=False, prefix="u")
+      export_dir = os.path.join(model_dir, "export")
+      results = training.run_task(self.spec, dict(self.splits, unlabelled=extra),
+                                  self.config, model_dir, export_dir=export_dir)
+    self.assertEqual(results["metrics"], self.results["metrics"])
+    self.assertEqual(results["predictions"]["unlabelled"]["ids"], ["u0", "u1", "u2", "u3"])
+    self.assertTrue(os.path.exists(os.path.join(export_dir, "saved_model", "saved_model.pb")))
+    self.assertEqual(results["export_dir"], export_dir)
+
+  def test_other_settings_are_refused_naming_them(self):
+    model_dir = self._copy()
+    with self.assertRaisesRegex(errors.UsageError,
+                                f"^{model_dir} holds a run with other settings: "
+                                r"epochs=2\.0 there, epochs=3\.0 now\. Use a new model_dir"):
+      training.run_task(self.spec, self.splits, self.config.replace(epochs=3.0), model_dir)
+    os.remove(os.path.join(model_dir, training.RESULTS_FILE))
+    os.remove(os.path.join(model_dir, training.RUN_FILE))
+    with self.assertRaisesRegex(errors.UsageError, "holds a checkpoint but no keras3_run.json"):
+      training.run_task(self.spec, self.splits, self.config, model_dir)
 
 
 if __name__ == "__main__":
