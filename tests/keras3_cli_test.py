@@ -65,7 +65,7 @@ class Keras3CliTest(tf.test.TestCase):
   def test_refusals_are_one_line_before_any_work(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "never_made")
     cases = {
-        ("--method=lora", "--lora_use_dora"): "use_dora",
+        ("--method=lora", "--lora_target_modules=query,pooler"): "pooler",
         ("--adapter_config={\"is_parallel\": true}",): "is_parallel",
         ("--strategy=mirrored",): "--strategy='mirrored'",
         ("--methods=adapters,lora",): "--keras=3 trains one --method",

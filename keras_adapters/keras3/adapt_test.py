@@ -47,12 +47,12 @@ class _ReportChecks:
     self.assertEqual(self.report["houlsby"]["trainable"], 2 * 2 * (2 * m * d + d + m) + 5 * 2 * d)
 
   def test_lora_and_ia3_start_as_the_base_and_adapters_near_it(self):
-    for name in ("lora", "ia3"):
+    for name in ("lora", "dora", "dora_adapterhub", "ia3"):
       self.assertLess(self.report[name]["start_change"], 1e-6, name)
     self.assertBetween(self.report["houlsby"]["start_change"], 1e-7, 1e-2)
 
   def test_merge_keeps_the_outputs(self):
-    for name in ("lora", "ia3"):
+    for name in ("lora", "dora", "dora_adapterhub", "ia3"):
       self.assertGreater(self.report[name]["adapted_change"], 1e-3, name)
       self.assertLess(self.report[name]["merge_change"], 1e-5, name)
 

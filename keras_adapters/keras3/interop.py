@@ -52,7 +52,7 @@ def load_peft(directory, backbone=None):
 
   Raises:
     PeftError: Files missing, another peft type or task, options not supported here or not
-      on Keras 3 yet (DoRA, LoRA on the pooler: `keras_adapters.load_peft` reads those).
+      on Keras 3 yet (LoRA on the pooler: `keras_adapters.load_peft` reads it).
   """
   directory = os.fspath(directory)
   meta, tensors = peft_format.read(directory)
@@ -121,8 +121,7 @@ def load_adapterhub(directory, backbone=None):
 
   Raises:
     AdapterHubError: Files missing or pickled, options not supported here or not on Keras 3
-      yet (parallel adapters, DoRA: `keras_adapters.load_adapterhub` reads those), another
-      base.
+      yet (parallel adapters: `keras_adapters.load_adapterhub` reads them), another base.
   """
   directory = os.fspath(directory)
   adapter = adapterhub_format.read(directory)

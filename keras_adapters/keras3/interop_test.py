@@ -55,11 +55,12 @@ def _tensors(folder, filename):
   return safetensors_numpy.load_file(os.path.join(folder, filename))
 
 
-class PeftFixtureTest(tf.test.TestCase):
+class PeftFixtureTest(parameterized.TestCase, tf.test.TestCase):
 
-  def test_reproduces_pefts_logits_and_saves_its_tensors(self):
+  @parameterized.parameters("lora", "dora")
+  def test_reproduces_pefts_logits_and_saves_its_tensors(self, name):
     """On `from_tf_hub()`'s backbone (no backbone given), as a user loads it."""
-    fixture = os.path.join(_PEFT, "lora")
+    fixture = os.path.join(_PEFT, name)
     model = kak.load_peft(fixture)
     inputs, expected = _reference(fixture)
     self.assertAllClose(model(inputs, training=False), expected, atol=TOLERANCE, rtol=0)
@@ -68,23 +69,21 @@ class PeftFixtureTest(tf.test.TestCase):
     ours = _tensors(directory, peft_format.WEIGHTS_FILE)
     theirs = _tensors(fixture, peft_format.WEIGHTS_FILE)
     self.assertCountEqual(ours, theirs)
-    for name, value in theirs.items():
-      np.testing.assert_array_equal(ours[name], value, err_msg=name)
+    for tensor, value in theirs.items():
+      np.testing.assert_array_equal(ours[tensor], value, err_msg=tensor)
 
-  def test_methods_keras3_does_not_run_are_refused_naming_the_keras2_reader(self):
-    for fixture, option in (("dora", "use_dora"), ("lora_pooler", "pooler")):
-      with self.subTest(fixture):
-        with self.assertRaises(peft_format.PeftError) as caught:
-          kak.load_peft(os.path.join(_PEFT, fixture), testing.tiny_backbone())
-        message = str(caught.exception)
-        self.assertIn(option, message)
-        self.assertIn("keras_adapters.load_peft", message)
-        self.assertNotIn("\n", message)
+  def test_the_pooler_is_refused_naming_the_keras2_reader(self):
+    with self.assertRaises(peft_format.PeftError) as caught:
+      kak.load_peft(os.path.join(_PEFT, "lora_pooler"), testing.tiny_backbone())
+    message = str(caught.exception)
+    self.assertIn("pooler", message)
+    self.assertIn("keras_adapters.load_peft", message)
+    self.assertNotIn("\n", message)
 
 
 class AdapterHubFixtureTest(parameterized.TestCase, tf.test.TestCase):
 
-  @parameterized.parameters("houlsby", "pfeiffer", "lora", "ia3")
+  @parameterized.parameters("houlsby", "pfeiffer", "lora", "ia3", "dora")
   def test_reproduces_adapterhubs_logits_and_saves_its_tensors(self, name):
     fixture = os.path.join(_ADAPTERHUB, name)
     model = kak.load_adapterhub(fixture, _default_backbone())
@@ -99,11 +98,19 @@ class AdapterHubFixtureTest(parameterized.TestCase, tf.test.TestCase):
       for tensor, value in theirs.items():
         np.testing.assert_allclose(ours[tensor], value, rtol=1e-7, atol=0, err_msg=tensor)
 
-  def test_dora_is_refused_before_the_base_is_built(self):
+  def test_parallel_adapters_are_refused_before_the_base_is_built(self):
+    fixture = os.path.join(self.create_tempdir().full_path, "parallel")
+    shutil.copytree(os.path.join(_ADAPTERHUB, "houlsby"), fixture)
+    config_path = os.path.join(fixture, adapterhub_format.CONFIG_FILE)
+    with open(config_path, encoding="utf-8") as file:
+      meta = json.load(file)
+    meta["config"].update(is_parallel=True, mh_adapter=False, scaling=4.0)
+    with open(config_path, "w", encoding="utf-8") as file:
+      json.dump(meta, file)
     with self.assertRaises(adapterhub_format.AdapterHubError) as caught:
-      kak.load_adapterhub(os.path.join(_ADAPTERHUB, "dora"))
+      kak.load_adapterhub(fixture)
     message = str(caught.exception)
-    self.assertIn("use_dora", message)
+    self.assertIn("is_parallel", message)
     self.assertIn("keras_adapters.load_adapterhub", message)
     self.assertNotIn("\n", message)
 

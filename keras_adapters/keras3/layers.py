@@ -38,12 +38,11 @@ class MethodDelta(keras.layers.Layer):
     self._definition = registry.get(method).definition
 
   def build(self, input_shape):
-    self._keys = []
-    for key, (shape, initializer) in self._definition.weights(
-        self.options, input_shape[-1], self.units).items():
+    weights = self._definition.weights(self.options, input_shape[-1], self.units)
+    for key, (shape, initializer) in weights.items():
       setattr(self, key, self.add_weight(shape=shape, name=key,
                                          initializer=keras.initializers.get(initializer)))
-      self._keys.append(key)
+    self._keys = tuple(weights)
     self.update_dropout = keras.layers.Dropout(self.options.get("dropout", 0.0),
                                                dtype=self.dtype_policy)
 
@@ -51,9 +50,21 @@ class MethodDelta(keras.layers.Layer):
     """The layer's weights by their name inside it (`lora_a`, `scale`)."""
     return {key: getattr(self, key) for key in self._keys}
 
+  def start_from(self, kernel, bias):
+    """Sets what starts from the frozen projection's `[in, out]` `kernel` (DoRA's
+    magnitudes), as the Keras 2 layers' `start_from` does."""
+    del bias  # No method's start reads it.
+    start_from = getattr(self._definition, "start_from", None)
+    if start_from is not None:
+      for key, value in start_from(ops, self.weights_by_key(), self.options, kernel).items():
+        getattr(self, key).assign(value)
+
   def call(self, inputs, project, training=None):  # pylint: disable=arguments-differ
+    rate = self.options.get("dropout", 0.0)
+    dropout = ((lambda x: self.update_dropout(x, training=training)) if rate and training
+               else None)
     return self._definition.apply(ops, self.weights_by_key(), self.options, inputs, project,
-                                  lambda x: self.update_dropout(x, training=training))
+                                  dropout)
 
   def merge(self, kernel, bias):
     """The `[in, out]` kernel and `[out]` bias with this change folded in."""
@@ -83,19 +94,24 @@ class AdaptedProjection(keras.layers.Layer):
     self._input_axes = len(kernel.shape) - len(bias.shape)
     self.width_in = math.prod(kernel.shape[:self._input_axes])
     self.width_out = math.prod(bias.shape)
+    kernel, bias = self._frozen_kernel_and_bias()
     for delta in self.deltas:
       delta.build((None, self.width_in))
+      delta.start_from(kernel, bias)
     self.built = True
 
+  def _frozen_kernel_and_bias(self):
+    """The projection's kernel `[in, out]` and bias `[out]`, as the methods read them."""
+    return (ops.reshape(self.projection.kernel, (self.width_in, self.width_out)),
+            ops.reshape(self.projection.bias, (self.width_out,)))
+
   def call(self, inputs, training=None):
-    kernel = ops.reshape(self.projection.kernel, (self.width_in, self.width_out))
-    bias = ops.reshape(self.projection.bias, (self.width_out,))
-
-    def project(x):
-      return ops.matmul(x, ops.cast(kernel, x.dtype)) + ops.cast(bias, x.dtype)
-
+    kernel, bias = self._frozen_kernel_and_bias()
+    project = FrozenProjection(
+        lambda x: ops.matmul(x, ops.cast(kernel, x.dtype)) + ops.cast(bias, x.dtype),
+        kernel, bias)
     for delta in self.deltas:
-      project = _wrapped(delta, project, training)
+      project = FrozenProjection(_wrapped(delta, project, training), kernel, bias)
     outputs = project(ops.reshape(inputs, (-1, self.width_in)))
     outputs = ops.reshape(outputs, tuple(ops.shape(inputs)[:-self._input_axes])
                           + tuple(self.projection.bias.shape))
@@ -104,8 +120,7 @@ class AdaptedProjection(keras.layers.Layer):
   def merged_projection(self):
     """Folds the changes into the projection's kernel and bias; returns the projection."""
     kernel, bias = self.projection.kernel, self.projection.bias
-    merged_kernel = ops.reshape(kernel, (self.width_in, self.width_out))
-    merged_bias = ops.reshape(bias, (self.width_out,))
+    merged_kernel, merged_bias = self._frozen_kernel_and_bias()
     for delta in self.deltas:
       merged_kernel, merged_bias = delta.merge(merged_kernel, merged_bias)
     kernel.assign(ops.reshape(merged_kernel, kernel.shape))
@@ -114,6 +129,26 @@ class AdaptedProjection(keras.layers.Layer):
 
   def compute_output_shape(self, input_shape):
     return self.projection.compute_output_shape(input_shape)
+
+
+class FrozenProjection:
+  """A projection as a method's change receives it: a function of the input (the frozen
+  projection, or it with the changes before applied) that also holds the frozen kernel
+  `[in, out]` and bias `[out]`, which a change may read (DoRA's norms).
+
+  Args:
+    function: Computes the projection's output from its input.
+    kernel: The frozen kernel `[in, out]`.
+    bias: The frozen bias `[out]`.
+  """
+
+  def __init__(self, function, kernel, bias):
+    self._function = function
+    self.kernel = kernel
+    self.bias = bias
+
+  def __call__(self, inputs):
+    return self._function(inputs)
 
 
 def _wrapped(delta, project, training):

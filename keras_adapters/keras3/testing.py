@@ -88,6 +88,11 @@ def report_configs():
                                               activation="gelu", leave_out=(0,)),
       "lora": kak.LoRAConfig(r=2, alpha=4.0, target_modules=(
           "query", "key", "value", "attention_output", "intermediate", "output")),
+      # Dropout on: peft's DoRA then computes the base's share from the dropped input.
+      "dora": kak.LoRAConfig(r=2, alpha=4.0, dropout=0.1, use_dora=True,
+                             target_modules=("query", "value", "intermediate")),
+      "dora_adapterhub": kak.LoRAConfig(r=2, use_dora=True, dora_variant="adapterhub",
+                                        target_modules=("key", "attention_output", "output")),
       "ia3": kak.IA3Config(train_layer_norms=True),
   }
 
@@ -98,11 +103,11 @@ def method_report(configs=None):
 
   For each config: `trainable` (the parameters that train), `start_change` (how far the
   adapted backbone's output starts from the base's: 0 up to float rounding, or the
-  adapters' small start), for LoRA and (IA)³ `adapted_change` (how far random, trained-like
-  method layers move it) and `merge_change` (how far merging them then moves it), and from
-  one step of a `BertTextClassifier` on the adapted backbone: `fit_loss`, `base_changed`
-  and `base_changed` and `trained_changed` (the largest change to a weight of the backbone
-  that does not train, and that does).
+  adapters' small start), for LoRA (DoRA too) and (IA)³ `adapted_change` (how far random,
+  trained-like method layers move it) and `merge_change` (how far merging them then moves
+  it), and from one step of a `BertTextClassifier` on the adapted backbone: `fit_loss`,
+  `base_changed` and `trained_changed` (the largest change to a weight of the backbone that
+  does not train, and that does).
   """
   from keras_adapters import keras3 as kak  # pylint: disable=g-import-not-at-top
   inputs = tiny_inputs()

@@ -30,7 +30,7 @@ class LoRAConfig(method_config.MethodConfig):
   method = "lora"
   # The fields `keras_adapters.keras3.adapt` takes; any other must keep its default there.
   keras3_fields = ("r", "alpha", "use_rslora", "dropout", "target_modules", "leave_out",
-                   "init_weights", "train_layer_norms")
+                   "init_weights", "train_layer_norms", "use_dora", "dora_variant")
 
   r: int = settings.setting(8, "LoRA rank r of every update.")
   alpha: float = settings.setting(

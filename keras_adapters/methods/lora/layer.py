@@ -65,62 +65,34 @@ class LoRA(projection_delta.ProjectionDelta):
   def _options(self):
     """The options `definition` reads."""
     return dict(rank=self.rank, alpha=self.alpha, use_rslora=self.use_rslora,
-                init_weights=self.init_weights)
+                dropout=self.dropout, init_weights=self.init_weights, use_dora=self.use_dora,
+                dora_variant=self.dora_variant)
 
   def build(self, input_shape):
-    for key, (shape, initializer) in definition.weights(
-        self._options(), tf.TensorShape(input_shape)[-1], self.units).items():
+    weights = definition.weights(self._options(), tf.TensorShape(input_shape)[-1], self.units)
+    for key, (shape, initializer) in weights.items():
       setattr(self, key, self.add_weight(key, shape,
                                          initializer=keras.initializers.get(initializer)))
+    self._keys = tuple(weights)
     self.update_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-    if self.use_dora:
-      # Ones until `start_from` reads the base's norms.
-      self.magnitude = self.add_weight("magnitude", [self.units], initializer="ones")
     super().build(input_shape)
 
   def start_from(self, kernel, bias):
-    if self.use_dora:
-      kernel = tf.reshape(kernel, [-1, self.units])
-      # peft starts from the norm of the LoRA-changed kernel, AdapterHub from the base's.
-      update = (self.scaling * tf.matmul(self.lora_a, self.lora_b)
-                if self.dora_variant == "peft" else tf.zeros_like(kernel))
-      self.magnitude.assign(dora.column_norm(tf, kernel, update, self.dora_variant))
+    for key, value in definition.start_from(tf, self.weights_by_key(), self._options(),
+                                            tf.reshape(kernel, [-1, self.units])).items():
+      getattr(self, key).assign(value)
 
   def call(self, inputs, project, training=None):
-    tokens = tf.reshape(inputs, [-1, inputs.shape[-1]])
-    tokens = self.update_dropout(tokens, training=training)
-    update = definition.low_rank_update(tf, self.weights_by_key(), self._options(), tokens)
-    output = project(inputs)
-    update = tf.reshape(tf.cast(update, output.dtype), tf.shape(output))
-    if not self.use_dora:
-      return output + update
-    factor = tf.cast(self._dora_factor(project.kernel), output.dtype)
-    bias = tf.cast(project.bias, output.dtype)
-    if self.dora_variant == "peft" and self.dropout and training:
-      # peft's base share with dropout on: the dropped input through the frozen kernel.
-      base = tf.matmul(tokens, tf.cast(project.kernel, tokens.dtype))
-      base = tf.reshape(tf.cast(base, output.dtype), tf.shape(output))
-      return output + (factor - 1) * base + factor * update
-    return dora.combine(output, update, factor, bias, self.dora_variant)
-
-  def _dora_factor(self, kernel):
-    """`c = m / ‖W + A·B·(s or 1)‖` `[units]` for the frozen `kernel`, in float32."""
-    update = dora.norm_update_scale(self.dora_variant, self.scaling) * tf.matmul(
-        self.lora_a, self.lora_b)
-    return self.magnitude / dora.column_norm(tf, kernel, update, self.dora_variant)
+    dropout = ((lambda tokens: self.update_dropout(tokens, training=training))
+               if self.dropout and training else None)
+    return definition.apply(tf, self.weights_by_key(), self._options(), inputs, project,
+                            dropout)
 
   def merge(self, kernel, bias):
-    merged, _ = definition.merge(tf, self.weights_by_key(), self._options(), kernel, bias)
-    if not self.use_dora:
-      return merged, bias
-    factor = self._dora_factor(kernel)
-    return factor * merged, factor * bias if dora.rescales_bias(self.dora_variant) else bias
+    return definition.merge(tf, self.weights_by_key(), self._options(), kernel, bias)
 
   def weights_by_key(self):
-    weights = {"lora_a": self.lora_a, "lora_b": self.lora_b}
-    if self.use_dora:
-      weights["magnitude"] = self.magnitude
-    return weights
+    return {key: getattr(self, key) for key in self._keys}
 
   @classmethod
   def stacked(cls, entries, name):
