@@ -86,17 +86,18 @@ def define_batch_benchmark_flags(*, steps: int, steps_help: str, output_name: st
 
 def build_model(hub_handle: str, setup: str, num_classes: int,
                 seq_length: Optional[int] = None,
-                recompute_attention: str = "auto") -> keras.Model:
+                recompute_attention: str = "auto", **overrides: Any) -> keras.Model:
   """The paper's task model (encoder + classification head) for one of `SETUPS`, seeded.
 
   `seq_length`, when given, decides whether attention recomputes ("auto") as the CLIs decide
   by `--max_seq_length` (`INPUTS_SPEC`'s steps have no static length to decide by).
+  `overrides` are `AdaptedBert` arguments on top of the setup's (e.g. an `adapter_config`).
   """
   keras.utils.set_random_seed(0)
   encoder = adapted_bert.AdaptedBert(
       hub_handle,
       recompute_attention=self_attention.recompute_for_length(recompute_attention, seq_length),
-      **SETUPS[setup])
+      **{**SETUPS[setup], **overrides})
   return classifier.build_classifier(encoder, num_classes)
 
 

@@ -70,9 +70,8 @@ import tensorflow as tf
 
 import harness
 import process_memory
+import random_bert
 from keras_adapters.data import builtin_datasets
-from keras_adapters.hub import model_garden_export
-from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapter_config
 from keras_adapters.models import testing as model_testing
 from keras_adapters.serving import multitask_export
@@ -82,11 +81,7 @@ from keras_adapters.utils import provenance
 
 # Layers, width, heads, feed-forward width of BERT-base and BERT-large; the default base is
 # the embedded model.
-SHAPES = {"default": None,
-          "base": dict(num_layers=12, hidden_size=768, num_attention_heads=12,
-                       intermediate_size=3072),
-          "large": dict(num_layers=24, hidden_size=1024, num_attention_heads=16,
-                        intermediate_size=4096)}
+SHAPES = {"default": None, **random_bert.SHAPES}
 BATCH_OF_LENGTH = {128: 32, 512: 8}
 METHODS = ("adapters", "lora", "full")
 LIBRARIES = ("keras_adapters", "adapterhub")
@@ -97,11 +92,7 @@ ISAS = {"native": dict(ours={}, theirs={}),
                                  MKL_ENABLE_INSTRUCTIONS="AVX2")),
         "avx2_eigen": dict(ours=dict(ONEDNN_MAX_CPU_ISA="AVX2", TF_ENABLE_ONEDNN_OPTS="0"),
                            theirs=None)}
-# BERT's vocabulary and position table, which the random exports keep.
-_VOCAB_SIZE = 30522
-_MAX_POSITIONS = 512
 _NUM_CLASSES = 2
-_BERT_INITIALIZER_STDDEV = 0.02
 # The issue's targets, as upper bounds on ratios.
 TARGETS = dict(adapter_step_over_adapterhub=0.60, adapter_peak_over_full_large=0.70,
                adapter_peak_over_adapterhub=1.0, tasks_size_over_base_plus_artifacts=1.05,
@@ -153,18 +144,8 @@ def encoder_dir(shape):
 
 def _export_encoder(shape):
   """Writes the random TF Hub export of `shape` with the Model Garden's exporter."""
-  vocab = os.path.join(FLAGS.work_dir, "encoders", "vocab.txt")
-  atomic_io.write_text(vocab, "\n".join(
-      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
-      [f"w{i}" for i in range(_VOCAB_SIZE - 5)]) + "\n")
-  config = hub_testing.tiny_bert_config(vocab_size=_VOCAB_SIZE,
-                                        max_sequence_length=_MAX_POSITIONS, **SHAPES[shape])
   start = time.perf_counter()
-  # BERT's initializer range: wider random weights saturate a 12- or 24-layer encoder, and
-  # its outputs could not be checked against the Hub model's.
-  model_garden_export.export_encoder(encoder_dir(shape), bert_config=config, seed=0,
-                                     vocab_file=vocab, do_lower_case=True,
-                                     random_stddev=_BERT_INITIALIZER_STDDEV)
+  random_bert.export(shape, encoder_dir(shape))
   return dict(export_s=time.perf_counter() - start)
 
 

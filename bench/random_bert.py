@@ -1,0 +1,35 @@
+"""BERT-base and BERT-large shapes as genuine TF Hub exports with random weights.
+
+Written once by the Model Garden's exporter (`export_tfhub_lib`, through
+`model_garden_export.export_encoder`) with BERT's vocabulary size and position table, so that a
+benchmark times the shapes people train without downloading their weights.
+"""
+
+import os
+
+from keras_adapters.hub import model_garden_export
+from keras_adapters.hub import testing as hub_testing
+from keras_adapters.utils import atomic_io
+
+# Layers, width, heads, feed-forward width.
+SHAPES = {"base": dict(num_layers=12, hidden_size=768, num_attention_heads=12,
+                       intermediate_size=3072),
+          "large": dict(num_layers=24, hidden_size=1024, num_attention_heads=16,
+                        intermediate_size=4096)}
+_VOCAB_SIZE = 30522
+_MAX_POSITIONS = 512
+# BERT's initializer range: wider random weights saturate a 12- or 24-layer encoder, and its
+# outputs could not be checked against the Hub model's.
+_BERT_INITIALIZER_STDDEV = 0.02
+
+
+def export(shape: str, export_dir: str) -> None:
+  """Writes the random TF Hub export of `shape` (a key of `SHAPES`) into `export_dir`."""
+  vocab = os.path.join(os.path.dirname(export_dir), "vocab.txt")
+  atomic_io.write_text(vocab, "\n".join(
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+      [f"w{i}" for i in range(_VOCAB_SIZE - 5)]) + "\n")
+  config = hub_testing.tiny_bert_config(vocab_size=_VOCAB_SIZE,
+                                        max_sequence_length=_MAX_POSITIONS, **SHAPES[shape])
+  model_garden_export.export_encoder(export_dir, bert_config=config, seed=0, vocab_file=vocab,
+                                     do_lower_case=True, random_stddev=_BERT_INITIALIZER_STDDEV)
