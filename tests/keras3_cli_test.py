@@ -1,11 +1,16 @@
 """`run_classification --keras=3`: a run on the TensorFlow backend (in this process) and one
 on JAX with two host devices (a subprocess, as a user runs it), both on the tiny TF Hub base;
-and the one-line refusals of settings the Keras 3 path lacks and of a backend it cannot use."""
+and the one-line refusals of settings the Keras 3 path lacks and of a backend it cannot use.
+`run_glue --keras=3` on a sentence-pair task and STS-B (regression), stopped by SIGTERM and
+resumed, and the refusals of run_glue, run_squad and run_automl (subprocesses: their flags
+clash with run_classification's here)."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import tensorflow as tf
@@ -13,7 +18,34 @@ import tensorflow as tf
 from experiments import testing as cli_testing
 from keras_adapters.cli import keras_choice
 from keras_adapters.cli import run_classification
+from keras_adapters.data import glue
+from keras_adapters.data import glue_testing
+from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import training_testing
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A child that runs an experiments/ script's `main` on each command line of argv[2] (JSON),
+# in-process as `cli.run` does, and prints each exit status and message lines.
+_REFUSALS = """
+import json, sys
+from experiments import testing as cli_testing
+from keras_adapters.cli import {script}
+print(json.dumps([cli_testing.cli_error({script}.main, argv) for argv in json.loads(sys.argv[1])]))
+"""
+
+
+def _environ(**extra):
+  """This process's environment for a Keras 3 child: without the Keras 2 switch."""
+  environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  return dict(environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def _refusals(script, argvs):
+  """A child running `script`'s main on each of `argvs` (`_REFUSALS`), started."""
+  return subprocess.Popen(
+      [sys.executable, "-c", _REFUSALS.format(script=script), json.dumps(argvs)],
+      cwd=_REPO_ROOT, env=_environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
 
 
 class Keras3CliTest(tf.test.TestCase):
@@ -46,12 +78,11 @@ class Keras3CliTest(tf.test.TestCase):
 
   def test_jax_run_on_two_devices(self):
     model_dir = self.create_tempdir().full_path
-    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     result = subprocess.run(
         [sys.executable, "-m", "keras_adapters.cli.run_classification",
          *self._argv(model_dir, "--backend=jax", "--adapter_size=4")[1:]],
-        capture_output=True, text=True, env=environ, timeout=900, check=False)
+        capture_output=True, text=True, timeout=900, check=False,
+        env=_environ(XLA_FLAGS="--xla_force_host_platform_device_count=2"))
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertRegex(result.stdout, r"\ntest: accuracy \d+\.\d\d%")
     self.assertIn("adapter-only artifact); the serving SavedModel needs --backend=tensorflow",
@@ -89,6 +120,98 @@ class Keras3CliTest(tf.test.TestCase):
     self.assertEqual((status, lines), (2, [
         "--backend=jax: jax is not installed; install it (pip install 'keras-adapters[jax]') "
         "or pick the other --backend."]))
+    self.assertFalse(os.path.exists(model_dir))
+
+
+class Keras3GlueTest(tf.test.TestCase):
+
+  def test_glue_pairs_and_regression_stopped_by_sigterm_resume_to_the_keras2_records(self):
+    """MRPC (sentence pairs) and STS-B (regression), exported; SIGTERM after MRPC's first
+    checkpoint ends the run in one line with status 143, and the same command resumes and
+    writes what a Keras 2 run writes: glue_results.json, the submission files, the exports."""
+    root = self.create_tempdir().full_path
+    data_dir, model_dir = os.path.join(root, "glue"), os.path.join(root, "runs")
+    export_dir = os.path.join(root, "exports")
+    for task in ("mrpc", "stsb"):
+      glue_testing.write_tiny_glue(data_dir, task, num_examples=8)
+    hub_handle, preprocess_handle = training_testing.tiny_handles()
+    command = [sys.executable, os.path.join("experiments", "run_glue.py"), "--keras=3",
+               "--task=mrpc,stsb", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
+               f"--export_dir={export_dir}", f"--hub_handle={hub_handle}",
+               f"--preprocess_handle={preprocess_handle}",
+               f"--max_seq_length={training_testing.SEQ_LENGTH}", "--adapter_size=4",
+               "--epochs=20", "--batch_size=2", "--checkpoint_every_steps=1"]
+    child = subprocess.Popen(command, cwd=_REPO_ROOT, env=_environ(), text=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    self.addCleanup(child.kill)
+    checkpoint = os.path.join(model_dir, "mrpc", "run", checkpoints.CHECKPOINT_FILE)
+    deadline = time.time() + 600
+    while not os.path.exists(checkpoint) and child.poll() is None and time.time() < deadline:
+      time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=300)
+    self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
+    self.assertNotIn("Traceback", stderr)
+    self.assertEqual(stderr.strip().splitlines()[-1], "run_glue.py: Stopped by SIGTERM; what "
+                     "was saved is kept: rerun the same command to continue.")
+    self.assertTrue(os.path.exists(checkpoint))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "stsb")))
+
+    resumed = subprocess.run(command, cwd=_REPO_ROOT, env=_environ(), capture_output=True,
+                             text=True, timeout=900, check=False)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    with open(os.path.join(model_dir, "glue_results.json"), encoding="utf-8") as f:
+      table = json.load(f)
+    self.assertEqual({task: sorted(entry["metrics"]["validation"])
+                      for task, entry in table.items()},
+                     {task: sorted(glue.glue_task(task).metrics) for task in ("mrpc", "stsb")})
+    self.assertCountEqual(os.listdir(os.path.join(model_dir, "submission")),
+                          ["MRPC.tsv", "STS-B.tsv"])
+    with open(os.path.join(model_dir, "stsb", "run", "results.json"), encoding="utf-8") as f:
+      stsb = json.load(f)
+    self.assertEqual((stsb["keras"], stsb["backend"], len(stsb["train_losses"])),
+                     (3, "tensorflow", 20))
+    served = tf.saved_model.load(os.path.join(export_dir, "stsb", "saved_model")).signatures[
+        "serving_default"](sentence1=tf.constant(["w1 w2"]), sentence2=tf.constant(["w3"]))
+    self.assertEqual(served["scores"].shape, (1,))
+    for task in ("mrpc", "stsb"):
+      self.assertTrue(os.path.exists(os.path.join(export_dir, task, "adapters",
+                                                  "adapter_config.json")))
+
+  def test_refusals_of_run_glue_run_squad_and_run_automl_are_one_line(self):
+    """run_glue --keras=3 refuses --sweep, --methods and settings Keras 3 lacks before any
+    work; run_squad and run_automl refuse --keras=3 naming the command lines that take it."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "never_made")
+    glue_argv = ["run_glue", "--keras=3", "--task=rte", f"--model_dir={model_dir}",
+                 f"--data_dir={model_dir}"]
+    children = {
+        "run_glue": _refusals("run_glue", [glue_argv + ["--sweep"],
+                                           glue_argv + ["--methods=adapters,lora"],
+                                           glue_argv + ["--strategy=mirrored"]]),
+        "run_squad": _refusals("run_squad", [["run_squad", "--keras=3",
+                                              f"--model_dir={model_dir}"]]),
+        "run_automl": _refusals("run_automl", [["run_automl", "--keras=3",
+                                                f"--model_dir={model_dir}"]]),
+    }
+    reports = {}
+    for script, child in children.items():
+      stdout, stderr = child.communicate(timeout=600)
+      self.assertEqual(child.returncode, 0, stderr[-3000:])
+      reports[script] = json.loads(stdout.strip().splitlines()[-1])
+    self.assertEqual(reports["run_glue"][:2], [
+        [2, ["--sweep runs on Keras 2; --keras=3 trains one --method per task: drop --sweep "
+             "or --keras=3."]],
+        [2, ["--methods runs on Keras 2; --keras=3 trains one --method per task: drop "
+             "--methods or --keras=3."]]])
+    status, lines = reports["run_glue"][2]
+    self.assertEqual((status, len(lines)), (2, 1))
+    self.assertIn("--strategy='mirrored'", lines[0])
+    keras2_only = [2, [
+        "--keras=3: this command line trains on Keras 2 only; --keras=3 is taken by "
+        "keras-adapters-classify (run_classification.py) and keras-adapters-glue "
+        "(run_glue.py): drop --keras=3 here."]]
+    self.assertEqual(reports["run_squad"], [keras2_only])
+    self.assertEqual(reports["run_automl"], [keras2_only])
     self.assertFalse(os.path.exists(model_dir))
 
 

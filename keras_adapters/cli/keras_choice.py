@@ -21,13 +21,20 @@ BACKENDS = ("tensorflow", "jax")
 _INSTALL = {"tensorflow": "pip install tensorflow", "jax": "pip install 'keras-adapters[jax]'"}
 
 
+# The console scripts that train on Keras 3 (`--keras=3`), and their experiments/ scripts.
+KERAS3_SCRIPTS = ("keras-adapters-classify (run_classification.py)",
+                  "keras-adapters-glue (run_glue.py)")
+
+
 def define_flags():
-  """Defines `--keras` and `--backend`, for a command line that trains with either Keras."""
+  """Defines `--keras` and `--backend`, for a command line that trains with either Keras
+  (or that refuses Keras 3 in one line: `keras2_only`)."""
   flags.DEFINE_enum(
       "keras", "2", KERAS_VERSIONS,
       "2: Keras 2 (tf_keras) on TF Hub encoders, every method and option. 3: Keras 3 on "
       "keras-hub (the TF Hub base converted), on --backend, one run of --method with the "
-      "settings keras_adapters.keras3 supports; no checkpoints: a rerun trains again.")
+      "settings keras_adapters.keras3 supports, checkpointed and resumable; taken by "
+      f"{' and '.join(KERAS3_SCRIPTS)}.")
   flags.DEFINE_enum(
       "backend", None, BACKENDS,
       "Keras 3's backend with --keras=3, set as KERAS_BACKEND before Keras loads (default: "
@@ -64,6 +71,16 @@ def keras3_chosen():
     return False
   check_backend(FLAGS.backend or os.environ.get("KERAS_BACKEND", "tensorflow"))
   return True
+
+
+def keras2_only():
+  """Refuses `--keras=3` (and `--backend`) in one line naming the command lines that take
+  it, for a command line that trains on Keras 2 only."""
+  if FLAGS.keras == "3":
+    raise errors.UsageError(
+        f"--keras=3: this command line trains on Keras 2 only; --keras=3 is taken by "
+        f"{' and '.join(KERAS3_SCRIPTS)}: drop --keras=3 here.")
+  keras3_chosen()
 
 
 def check_backend(backend):

@@ -25,6 +25,7 @@ from absl import flags
 
 from keras_adapters.cli import cli
 from keras_adapters.cli import common_flags
+from keras_adapters.cli import keras_choice
 from keras_adapters.cli import task_flags
 from keras_adapters.baselines import automl
 from keras_adapters.baselines import embeddings
@@ -53,12 +54,14 @@ flags.DEFINE_float("max_epochs", search_space.DEFAULT_MAX_EPOCHS,
 flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 flags.DEFINE_integer("seed", 0, "Seed of the oracle, the trials and the floor.")
 common_flags.define_output_flags("<runs/automl/<task>>", results_dir="<results/<task>>")
+keras_choice.define_flags()
 
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv  # cli.run refuses arguments.
+  keras_choice.keras2_only()
   unknown = sorted(set(FLAGS.methods) - set(_METHODS))
   if unknown or not FLAGS.methods:
     raise app.UsageError(f"--methods must name some of {list(_METHODS)}, got {FLAGS.methods}.")

@@ -29,6 +29,10 @@ predicts the diagnostic set, AX.tsv, when `diagnostic/` is there), and `glue_res
 and `glue_results.md`, the validation scores of every task run into this --model_dir. Under
 --export_dir: `<task>/saved_model` (raw strings in) and `<task>/adapters`. Rerunning resumes.
 
+`--keras=3 [--backend=jax]` runs the same tasks, splits and results on Keras 3 (keras-hub,
+the TF Hub base converted; `keras_adapters.keras3.training`): one run of --method per task,
+checkpointed and resumable as on Keras 2; --sweep and --methods run on Keras 2.
+
 In a clone of the repository, `python experiments/run_glue.py` runs the same.
 """
 
@@ -39,6 +43,7 @@ from absl import flags
 
 from keras_adapters.cli import cli
 from keras_adapters.cli import common_flags
+from keras_adapters.cli import keras_choice
 from keras_adapters.data import glue
 from keras_adapters.data import glue_submission
 from keras_adapters.data import text_classification
@@ -72,6 +77,7 @@ common_flags.define_methods_flag(
     "Run each of these methods on every --task, in <model_dir>/<method> (exported to "
     "<export_dir>/<method>) at its comparison learning rate, instead of one run of --method")
 common_flags.define_run_flags()
+keras_choice.define_flags()
 common_flags.validate_number_list("sweep_learning_rates", float, 0, "3e-4,3e-3")
 common_flags.validate_number_list("sweep_epochs", float, 0, "3,20")
 common_flags.validate_number_list("sweep_adapter_sizes", int, 1, "8,64")
@@ -160,9 +166,10 @@ def _load_all(tasks):
                             "--tfds_data_dir instead of --data_dir.") from None
 
 
-def run_glue_task(task, splits, config, grid, model_dir, export_root):
+def run_glue_task(task, splits, config, grid, model_dir, export_root, runner=classification):
   """Runs (or sweeps) one task in `model_dir/<task>`, exported to `export_root/<task>` (not
-  without); returns its results and the chosen trial (`None` without)."""
+  without), with `runner.run_task` (Keras 2's `classification`, or Keras 3's `training`);
+  returns its results and the chosen trial (`None` without)."""
   spec = glue.glue_task(task)
   task_dir = os.path.join(model_dir, task)
   export_dir = os.path.join(export_root, task) if export_root else None
@@ -172,7 +179,7 @@ def run_glue_task(task, splits, config, grid, model_dir, export_root):
     return result.best, result.summary["choice"]["trial"]
   run_dir = os.path.join(task_dir, "run")
   # A finished run exports from its final checkpoint when an export is asked for later.
-  return classification.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
+  return runner.run_task(spec, splits, config, run_dir, export_dir=export_dir), None
 
 
 def write_submission(task, predictions, model_dir):
@@ -209,16 +216,18 @@ def markdown_table(table, model_dir):
   return "\n".join(lines) + "\n"
 
 
-def run_method(data, config, grid, model_dir, export_dir):
-  """Runs every task of `data` with `config` (swept over `grid`, if any) in `model_dir`;
-  writes the submission files and the results tables there."""
+def run_method(data, config, grid, model_dir, export_dir, runner=classification):
+  """Runs every task of `data` with `config` (swept over `grid`, if any) in `model_dir`
+  with `runner` (`run_glue_task`); writes the submission files and the results tables
+  there."""
   prefix = f"{config.model.method_name}: " if FLAGS.methods else ""
   results_path = os.path.join(model_dir, RESULTS_JSON)
   table = atomic_io.read_json(results_path) or {}
   for task, splits in data.items():
     print(f"{prefix}{task}: "
           f"{', '.join(f'{name} {len(split):,}' for name, split in splits.items())} examples")
-    results, trial = run_glue_task(task, splits, config, grid, model_dir, export_dir)
+    results, trial = run_glue_task(task, splits, config, grid, model_dir, export_dir,
+                                   runner)
     submission = write_submission(task, results["predictions"], model_dir)
     for split, values in results["metrics"].items():
       print(f"{prefix}{task} {split}: {_scores(task, values)}")
@@ -240,9 +249,24 @@ def run_method(data, config, grid, model_dir, export_dir):
         f"{os.path.join(model_dir, SUBMISSION_DIR)}.")
 
 
+def _runner():
+  """The module whose `run_task` runs each task: Keras 2's `classification`, or with
+  --keras=3 Keras 3's `training`, which refuses here the flags it lacks."""
+  if not keras_choice.keras3_chosen():
+    common_flags.create_strategy()
+    return classification
+  for flag in ("sweep", "methods"):
+    if FLAGS[flag].value:
+      raise app.UsageError(f"--{flag} runs on Keras 2; --keras=3 trains one --method per "
+                           f"task: drop --{flag} or --keras=3.")
+  # Here, not above: Keras 2 runs do not load keras-hub.
+  from keras_adapters.keras3 import training  # pylint: disable=g-import-not-at-top
+  return training
+
+
 def main(argv):
   del argv  # cli.run refuses arguments.
-  common_flags.create_strategy()
+  runner = _runner()
   if bool(FLAGS.data_dir) == bool(FLAGS.tfds_data_dir):
     raise app.UsageError(
         "Give exactly one of --data_dir (the GLUE folder of download_glue_data.py, from "
@@ -251,6 +275,8 @@ def main(argv):
         "build glue` ran).")
   tasks = _tasks()
   config = common_flags.run_config_from_flags()
+  if runner is not classification:
+    runner.check_config(config)  # Settings Keras 3 lacks, before anything is read.
   configs = common_flags.check_base(config, FLAGS.methods or ())
   grids = _sweep_grids(list(configs))
   for method, grid in grids.items():
@@ -260,9 +286,10 @@ def main(argv):
   for method, method_config in configs.items():
     if FLAGS.methods:
       run_method(data, method_config, grids[method], os.path.join(FLAGS.model_dir, method),
-                 FLAGS.export_dir and os.path.join(FLAGS.export_dir, method))
+                 FLAGS.export_dir and os.path.join(FLAGS.export_dir, method), runner)
     else:
-      run_method(data, method_config, grids[method], FLAGS.model_dir, FLAGS.export_dir)
+      run_method(data, method_config, grids[method], FLAGS.model_dir, FLAGS.export_dir,
+                 runner)
 
 
 def run():

@@ -38,6 +38,7 @@ from absl import flags
 
 from keras_adapters.cli import cli
 from keras_adapters.cli import common_flags
+from keras_adapters.cli import keras_choice
 from keras_adapters.hub import hub_encoder
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
@@ -72,6 +73,7 @@ common_flags.define_methods_flag("Run these methods at the same budget and write
                                   "table, instead of one run of --method")
 common_flags.define_settings_flags(question_answering.SquadConfig, max_train_examples=20000)
 common_flags.define_run_flags(learning_rate=1e-3, epochs=1.0, max_seq_length=384)
+keras_choice.define_flags()
 
 FLAGS = flags.FLAGS
 
@@ -180,6 +182,7 @@ def _table_identity(results):
 
 def main(argv):
   del argv  # cli.run refuses arguments.
+  keras_choice.keras2_only()
   common_flags.create_strategy()
   if FLAGS.tfds_data_dir and (FLAGS.train_file or FLAGS.predict_file):
     raise app.UsageError("Give --tfds_data_dir or --train_file/--predict_file, not both.")
