@@ -109,7 +109,7 @@ class PoolerLoRATest(tf.test.TestCase):
     # The check comes before the backbone is touched: any object stands for it.
     with self.assertRaisesRegex(errors.UsageError, "pooler's projection is not supported on "
                                 "Keras 3 yet: leave 'pooler' out"):
-      adapt._check_config(ka.LoRAConfig(target_modules=("query", "pooler")))  # pylint: disable=protected-access
+      adapt.check_config(ka.LoRAConfig(target_modules=("query", "pooler")))
 
 
 if __name__ == "__main__":

@@ -21,24 +21,6 @@ from keras_adapters.utils import errors
 # The backbones `adapt` knows, by class name (keras-hub's `keras_hub.models.<name>`).
 SUPPORTED_BACKBONES = tuple(backbones.ADAPTABLE)
 
-# Where each projection of a keras-hub `TransformerEncoder` is: the attribute holding it, on
-# the block's self-attention layer (a `MultiHeadAttention`) or on the block itself.
-_PROJECTION_ATTRIBUTES = {
-    "query": ("_self_attention_layer", "_query_dense"),
-    "key": ("_self_attention_layer", "_key_dense"),
-    "value": ("_self_attention_layer", "_value_dense"),
-    "attention_output": ("_self_attention_layer", "_output_dense"),
-    "intermediate": (None, "_feedforward_intermediate_dense"),
-    "output": (None, "_feedforward_output_dense"),
-}
-# The dropout on each sub-layer's output, whose output is what the block adds to the residual
-# and normalises: where a bottleneck adapter goes (Houlsby's placement).
-_ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
-                       "output_adapter": "_feedforward_dropout"}
-# The LayerNorm after each sub-layer's residual add: where an adapter goes when the base's
-# add and LayerNorm come before it too (`original_ln_before`, Pfeiffer's placement).
-_LAYER_NORM_ATTRIBUTES = {"mh_adapter": "_self_attention_layer_norm",
-                          "output_adapter": "_feedforward_layer_norm"}
 
 def adapt(backbone, config):
   """Puts the method of `config` into every block of a keras-hub `backbone`, in place.
@@ -73,7 +55,7 @@ def adapt(backbone, config):
       that the Keras 3 path does not support yet.
   """
   _check_backbone(backbone)
-  _check_config(config)
+  check_config(config)
   blocks = backbone.transformer_layers
   try:
     config.validate_for(len(blocks))
@@ -120,7 +102,7 @@ def merge(model):
     The number of projections changed.
   """
   backbone = getattr(model, "backbone", model)
-  _check_supported_backbone(backbone)
+  backbones.check_adaptable(backbone)
   merged = 0
   for block in backbone.transformer_layers:
     for owner, attribute, wrapper in _method_layers(block):
@@ -149,7 +131,7 @@ def drop_adapters(model, layer_indices):
     UsageError: An index names no block of the backbone.
   """
   backbone = getattr(model, "backbone", model)
-  _check_supported_backbone(backbone)
+  backbones.check_adaptable(backbone)
   blocks = backbone.transformer_layers
   outside = sorted(i for i in layer_indices if not 0 <= i < len(blocks))
   if outside:
@@ -174,19 +156,15 @@ _WRAPPED = {layers.AdaptedProjection: "projection", layers.AdaptedSublayerOutput
 def _method_layers(block):
   """(owner, attribute, layer) of each layer `adapt` put into `block`."""
   places = [(getattr(block, owner_name) if owner_name else block, attribute)
-            for owner_name, attribute in _PROJECTION_ATTRIBUTES.values()]
-  places += [(block, attribute) for attribute in (*_ADAPTER_ATTRIBUTES.values(),
-                                                  *_LAYER_NORM_ATTRIBUTES.values())]
+            for owner_name, attribute in backbones.PROJECTION_ATTRIBUTES.values()]
+  places += [(block, attribute) for attribute in (*backbones.ADAPTER_ATTRIBUTES.values(),
+                                                  *backbones.LAYER_NORM_ATTRIBUTES.values())]
   return [(owner, attribute, getattr(owner, attribute)) for owner, attribute in places
           if type(getattr(owner, attribute)) in _WRAPPED]
 
 
-def _check_supported_backbone(backbone):
-  backbones.check_adaptable(backbone)
-
-
 def _check_backbone(backbone):
-  _check_supported_backbone(backbone)
+  backbones.check_adaptable(backbone)
   sublayers = backbone._flatten_layers()  # pylint: disable=protected-access
   if any(isinstance(layer, (layers.AdaptedProjection, layers.AdaptedSublayerOutput,
                             layers.AdaptedLayerNorm))
@@ -207,7 +185,9 @@ def _supported_fields():
           if getattr(cls, "keras3_fields", None)}
 
 
-def _check_config(config):
+def check_config(config):
+  """Raises a one-line `UsageError`, before any work, for a config `adapt` does not take: not
+  a method's config the Keras 3 path runs, or a field of it at a value it does not run yet."""
   supported_fields = _supported_fields()
   supported = supported_fields.get(type(config))
   if supported is None:
@@ -240,7 +220,7 @@ def _add_deltas(block, spec):
   for target in projections.PROJECTIONS:
     if target not in spec["targets"]:
       continue
-    owner_name, attribute = _PROJECTION_ATTRIBUTES[target]
+    owner_name, attribute = backbones.PROJECTION_ATTRIBUTES[target]
     owner = getattr(block, owner_name) if owner_name else block
     projection = getattr(owner, attribute)
     delta = layers.MethodDelta(spec["method"], target, math.prod(projection.bias.shape),
@@ -254,7 +234,7 @@ def _add_adapters(block, config, adapter_size, hidden_size):
   """A bottleneck adapter after each sub-layer the config places one at: on its output, or
   in the place of its LayerNorm (`original_ln_before`)."""
   options = config.adapter_options()
-  for placement in _ADAPTER_ATTRIBUTES:
+  for placement in backbones.ADAPTER_ATTRIBUTES:
     if not options[placement]:
       continue
     adapter = layers.BottleneckAdapter(
@@ -263,9 +243,9 @@ def _add_adapters(block, config, adapter_size, hidden_size):
         dtype=block.dtype_policy, name=placement)
     adapter.build((None, None, hidden_size))
     if options["original_ln_before"]:
-      attribute, wrapper = _LAYER_NORM_ATTRIBUTES[placement], layers.AdaptedLayerNorm
+      attribute, wrapper = backbones.LAYER_NORM_ATTRIBUTES[placement], layers.AdaptedLayerNorm
     else:
-      attribute, wrapper = _ADAPTER_ATTRIBUTES[placement], layers.AdaptedSublayerOutput
+      attribute, wrapper = backbones.ADAPTER_ATTRIBUTES[placement], layers.AdaptedSublayerOutput
     _replace_sublayer(block, attribute, wrapper(
         getattr(block, attribute), adapter, dtype=block.dtype_policy,
         name=f"{attribute.strip('_')}_adapted"))

@@ -16,11 +16,8 @@ from keras import ops
 
 from keras_adapters.hub import adapter_artifact
 # The package's `adapt` function hides the module's name: its names are imported.
-# pylint: disable=g-importing-member
-from keras_adapters.keras3.adapt import _ADAPTER_ATTRIBUTES
-from keras_adapters.keras3.adapt import _PROJECTION_ATTRIBUTES
-from keras_adapters.keras3.adapt import _check_supported_backbone
-from keras_adapters.keras3.adapt import adapt
+from keras_adapters.keras3.adapt import adapt  # pylint: disable=g-importing-member
+from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import layers
 from keras_adapters.models import adapter_config as adapter_config_lib
@@ -105,8 +102,8 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
   Returns:
     `directory`.
   """
-  backbone = _adapted_backbone(model, "save_adapters")
-  head = _head_config(model, backbone)
+  backbone = adapted_backbone(model, "save_adapters")
+  head = head_config(model, backbone)
   if label_names is not None:
     if head is None or len(label_names) != head["num_classes"]:
       raise AdapterArtifactError(
@@ -121,7 +118,7 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
         "The backbone's LoRA or (IA)^3 layers were merged into its base (kak.merge), so it "
         "has no adapter set left to save: save the adapters before merging.")
   config = adapter_artifact.task_config(
-      base=_base_record(backbone, base_handle), adapter_name=_adapter_name(model),
+      base=_base_record(backbone, base_handle), adapter_name=adapter_name(model),
       adapter_config=backbone.adapter_config, head=head, preprocessing=preprocessing,
       metadata=metadata)
   tensors = {key: np.asarray(ops.convert_to_numpy(variable)) for key, variable in weights.items()}
@@ -131,9 +128,10 @@ def save_adapters(model, directory, metadata=None, *, label_names=None, preproce
 def load_adapters(model, directory):
   """Loads an artifact into a Keras 3 model built like the saved one (same base, config
   and head), after checking that it was trained on this base."""
-  backbone = _adapted_backbone(model, f"load_adapters({directory!r})")
+  backbone = adapted_backbone(model, f"load_adapters({directory!r})")
   config = adapter_artifact.read_adapter_config(directory)
-  adapter_artifact.check_base(config, directory, backbone.base_fingerprint, _handle(backbone))
+  adapter_artifact.check_base(config, directory, backbone.base_fingerprint,
+                              tf_hub_handle(backbone))
   tensors = adapter_artifact.read_tensors(directory)
   targets = task_weights(model)
   adapter_artifact.check_tensors_fit(config, directory, tensors,
@@ -174,9 +172,9 @@ def load_task_model(directory, backbone):
         f"The artifact at {directory!r} changes base weights ({changed[0]!r}...: tuning "
         f"{config['adapter_config'].get('tuning')!r}); Keras 3 serves adapter sets on a "
         "frozen base: load it with keras_adapters.load_task_model (Keras 2).")
-  _check_supported_backbone(backbone)
+  backbones.check_adaptable(backbone)
   adapter_artifact.check_base(config, directory, base_weights.fingerprint(backbone),
-                              _handle(backbone))
+                              tf_hub_handle(backbone))
   recorded, activation = config["base"]["activation"], base_weights.activation_name(backbone)
   if recorded != activation:
     raise AdapterArtifactError(
@@ -225,12 +223,12 @@ def adapter_weights(backbone):
       keyed.update(_layer_norm(f"{prefix}/{slot}", getattr(norm, "layer_norm", norm)))
     for slot, placement in _SLOTS.items():
       # An adapter sits after the sub-layer's dropout or (Pfeiffer's) at its LayerNorm.
-      for wrapper in (getattr(block, _ADAPTER_ATTRIBUTES[placement]),
+      for wrapper in (getattr(block, backbones.ADAPTER_ATTRIBUTES[placement]),
                       getattr(block, _SLOT_LAYER_NORMS[slot])):
         if isinstance(getattr(wrapper, "adapter", None), layers.BottleneckAdapter):
           keyed.update({f"{prefix}/{slot}/{name}": variable
                         for name, variable in _bottleneck_weights(wrapper.adapter).items()})
-    for target, (owner, attribute) in _PROJECTION_ATTRIBUTES.items():
+    for target, (owner, attribute) in backbones.PROJECTION_ATTRIBUTES.items():
       projection = getattr(getattr(block, owner) if owner else block, attribute)
       if isinstance(projection, layers.AdaptedProjection):
         for delta in projection.deltas:
@@ -269,7 +267,9 @@ def _the_backbone(model):
   return found[0]
 
 
-def _adapted_backbone(model, user):
+def adapted_backbone(model, user):
+  """The keras-hub backbone of `model` (itself, a task's `backbone`, or the one inside it),
+  or an error naming `user` (what asked) when `adapt` has not changed it."""
   backbone = getattr(model, "backbone", None) or _the_backbone(model)
   if getattr(backbone, "adapter_config", None) is None:
     raise AdapterArtifactError(
@@ -278,7 +278,7 @@ def _adapted_backbone(model, user):
   return backbone
 
 
-def _head_config(model, backbone):
+def head_config(model, backbone):
   """The head as artifacts record it: `build_classifier`'s own record, a keras-hub
   `BertTextClassifier`'s (BERT's pooler, dropout, dense), or `None` for a bare backbone."""
   if model is backbone:
@@ -299,18 +299,19 @@ def _head_config(model, backbone):
       "a keras-hub BertTextClassifier or a kak.build_classifier model.")
 
 
-def _adapter_name(model):
+def adapter_name(model):
+  """The name of the model's adapter set, as artifacts record it ("default" unless set)."""
   return getattr(model, "adapter_name", None) or "default"
 
 
-def _handle(backbone):
+def tf_hub_handle(backbone):
   """The TF Hub handle a backbone was converted from (`from_tf_hub`), else ""."""
   return getattr(backbone, "tf_hub_handle", None) or ""
 
 
 def _base_record(backbone, base_handle):
   block = backbone.transformer_layers[0]
-  return dict(handle=str(base_handle or _handle(backbone)),
+  return dict(handle=str(base_handle or tf_hub_handle(backbone)),
               fingerprint=backbone.base_fingerprint,
               activation=base_weights.activation_name(backbone),
               dropout_rate=backbone.dropout, attention_dropout_rate=backbone.dropout,

@@ -21,6 +21,26 @@ ADAPTABLE = {
 }
 
 
+# Where each projection of a keras-hub `TransformerEncoder` is: the attribute holding it, on
+# the block's self-attention layer (a `MultiHeadAttention`) or on the block itself.
+PROJECTION_ATTRIBUTES = {
+    "query": ("_self_attention_layer", "_query_dense"),
+    "key": ("_self_attention_layer", "_key_dense"),
+    "value": ("_self_attention_layer", "_value_dense"),
+    "attention_output": ("_self_attention_layer", "_output_dense"),
+    "intermediate": (None, "_feedforward_intermediate_dense"),
+    "output": (None, "_feedforward_output_dense"),
+}
+# The dropout on each sub-layer's output, whose output is what the block adds to the residual
+# and normalises: where a bottleneck adapter goes (Houlsby's placement).
+ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
+                      "output_adapter": "_feedforward_dropout"}
+# The LayerNorm after each sub-layer's residual add: where an adapter goes when the base's
+# add and LayerNorm come before it too (`original_ln_before`, Pfeiffer's placement).
+LAYER_NORM_ATTRIBUTES = {"mh_adapter": "_self_attention_layer_norm",
+                         "output_adapter": "_feedforward_layer_norm"}
+
+
 def check_adaptable(backbone):
   """Raises a one-line `UsageError` unless `backbone` is one of `ADAPTABLE`, built from
   post-LayerNorm `TransformerEncoder` blocks."""

@@ -17,11 +17,11 @@ from keras_adapters.hub import default_model
 from keras_adapters.interop import adapterhub_format
 from keras_adapters.interop import peft_format
 # The package's `adapt` function hides the module's name: its names are imported.
-# pylint: disable=g-importing-member,protected-access
-from keras_adapters.keras3.adapt import _check_config
-from keras_adapters.keras3.adapt import _check_supported_backbone
+# pylint: disable=g-importing-member
 from keras_adapters.keras3.adapt import adapt
+from keras_adapters.keras3.adapt import check_config
 from keras_adapters.keras3 import artifacts
+from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.utils import errors
@@ -89,14 +89,14 @@ def save_peft(model, directory, *, base_model_name_or_path=None, overwrite=False
   """
   peft_format.check_output_folder(directory, overwrite)
   backbone, weights = _unmerged_task(model, "save_peft", peft_format.PeftError)
-  head = artifacts._head_config(model, backbone)
+  head = artifacts.head_config(model, backbone)
   peft_format.check_savable(backbone.adapter_config, head and head["pooling"],
                             head and head["hidden_layers"])
   if _changed_base(backbone):
     raise peft_format.changed_layer_norms_error("the backbone's base fingerprint changed")
   return peft_format.write(
       directory, backbone.adapter_config, len(backbone.transformer_layers),
-      peft_format.base_model_name(artifacts._handle(backbone), base_model_name_or_path),
+      peft_format.base_model_name(artifacts.tf_hub_handle(backbone), base_model_name_or_path),
       _values(weights))
 
 
@@ -170,14 +170,14 @@ def save_adapterhub(model, directory, *, model_name=None, layer_norms="error",
   adapterhub_format.check_output_folder(directory, overwrite)
   backbone, weights = _unmerged_task(model, "save_adapterhub",
                                      adapterhub_format.AdapterHubError)
-  name = artifacts._adapter_name(model)
-  head = artifacts._head_config(model, backbone)
+  name = artifacts.adapter_name(model)
+  head = artifacts.head_config(model, backbone)
   adapterhub_format.check_savable(name, backbone.adapter_config, head, backbone.hidden_dim)
   changed = _changed_base(backbone)
   adapterhub_format.check_layer_norms(changed and "the base's LayerNorm weights", layer_norms)
   return adapterhub_format.write(
       directory, name, backbone.adapter_config, head, backbone.hidden_dim,
-      adapterhub_format.model_name(artifacts._handle(backbone), model_name), _values(weights),
+      adapterhub_format.model_name(artifacts.tf_hub_handle(backbone), model_name), _values(weights),
       changed)
 
 
@@ -190,7 +190,7 @@ class _Base:
     if backbone is None:
       check_default_base(meta, directory, _BACKBONE_FIX)
     else:
-      _check_supported_backbone(backbone)
+      backbones.check_adaptable(backbone)
     self._backbone = backbone
     self._default = default_model.names_default_base(name)
     self._directory = directory
@@ -211,7 +211,7 @@ class _Base:
 def _check_keras3_config(config, directory, error, keras2_loader):
   """Refuses, before any work, an artifact whose method the Keras 3 path does not run yet."""
   try:
-    _check_config(config)
+    check_config(config)
   except errors.UsageError as cause:
     raise error(f"The adapter at {directory!r} does not run on Keras 3 yet: {cause} "
                 f"Read it with {keras2_loader} (Keras 2).") from None
@@ -220,7 +220,7 @@ def _check_keras3_config(config, directory, error, keras2_loader):
 def _unmerged_task(model, user, error):
   """The adapted backbone of a task and its weights by task weight key, refusing a backbone
   whose LoRA or (IA)³ layers `kak.merge` folded into its base: it has none left to save."""
-  backbone = artifacts._adapted_backbone(model, user)
+  backbone = artifacts.adapted_backbone(model, user)
   weights = artifacts.task_weights(model)
   methods = {spec["method"] for spec in backbone.adapter_config.delta_specs()}
   if methods and not any(f"/{method}/" in key for method in methods for key in weights):
@@ -241,4 +241,4 @@ def _values(weights):
 
 
 def _describe(backbone):
-  return artifacts._handle(backbone) or f"the {type(backbone).__name__}"
+  return artifacts.tf_hub_handle(backbone) or f"the {type(backbone).__name__}"

@@ -30,8 +30,8 @@ from keras_adapters.data import split_checks
 from keras_adapters.hub import adapter_artifact
 # The package's `adapt` function hides the module's name: its names are imported.
 # pylint: disable=g-importing-member
-from keras_adapters.keras3.adapt import _check_config
 from keras_adapters.keras3.adapt import adapt
+from keras_adapters.keras3.adapt import check_config as check_method_config
 from keras_adapters.keras3 import artifacts
 from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import checkpoints
@@ -223,7 +223,7 @@ def check_config(config):
   if runtime.mixed_precision not in DTYPE_POLICIES:
     raise errors.UsageError(
         f"mixed_precision={runtime.mixed_precision!r}: choose one of {list(DTYPE_POLICIES)}.")
-  _check_config(config.model.set_config)
+  check_method_config(config.model.set_config)
 
 
 def data_parallel(batch_size):

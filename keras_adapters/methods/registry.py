@@ -30,8 +30,8 @@ class Method(NamedTuple):
     layer: Its `ProjectionDelta` layer (or that class's dotted path), built by the block at
       each projection its config's `delta_specs()` names; `None` for a method the block
       places otherwise (the bottleneck adapters: `bottleneck_size()`, `adapter_options()`).
-    definition: The module both stacks compute it with (`weights`, `apply`, `merge`), or
-      `None`.
+    definition: The module both stacks compute it with (`weights`, `apply`, `merge`, and
+      `start_from` for a method whose start reads the base's kernel), or `None`.
     learning_rate: The peak learning rate a method comparison trains it at.
     comparison_settings: Other settings a comparison pins for it, by flag name.
     section: Its section of the experiment config tree (`model.<section>`).
