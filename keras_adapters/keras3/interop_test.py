@@ -193,6 +193,10 @@ _ROUND_TRIPS = textwrap.dedent("""
     for name, config, save, load, options in (
         ("peft", kak.LoRAConfig(r=2), kak.save_peft, kak.load_peft,
          dict(base_model_name_or_path="tiny")),
+        ("peft_dora", kak.LoRAConfig(r=2, use_dora=True), kak.save_peft, kak.load_peft,
+         dict(base_model_name_or_path="tiny")),
+        ("adapterhub_dora", kak.LoRAConfig(r=2, use_dora=True, dora_variant="adapterhub"),
+         kak.save_adapterhub, kak.load_adapterhub, dict(model_name="tiny")),
         ("adapterhub", kak.AdapterConfig(adapter_size=4), kak.save_adapterhub,
          kak.load_adapterhub, dict(model_name="tiny", layer_norms="file"))):
       backbone = kak.adapt(testing.tiny_backbone(), config)
@@ -209,7 +213,8 @@ _ROUND_TRIPS = textwrap.dedent("""
 
 
 class JaxRoundTripTest(tf.test.TestCase):
-  """Both formats save and load on JAX, in a subprocess (`KERAS_BACKEND=jax`)."""
+  """Both formats save and load on JAX, DoRA included, in a subprocess
+  (`KERAS_BACKEND=jax`)."""
 
   def test_tasks_round_trip_on_jax(self):
     environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
@@ -219,7 +224,7 @@ class JaxRoundTripTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     found = json.loads(result.stdout.strip().splitlines()[-1])
     self.assertEqual(found.pop("backend"), "jax")
-    self.assertEqual(set(found), {"peft", "adapterhub"})
+    self.assertEqual(set(found), {"peft", "peft_dora", "adapterhub", "adapterhub_dora"})
     for name, difference in found.items():
       self.assertLess(difference, 1e-6, name)
 
