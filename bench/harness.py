@@ -205,10 +205,12 @@ def folder_bytes(path: str) -> int:
              for root, _, names in os.walk(path) for name in names)
 
 
-def write_record(path: str, record: Mapping[str, Any]) -> None:
+def write_record(path: str, record: Mapping[str, Any],
+                 code_dir: str = provenance.REPO_DIR) -> None:
   """Writes a benchmark's record as JSON, atomically, with paths relative to the repository
-  or as handles (`paths.portable`) and how it was made (`provenance.KEY`)."""
-  atomic_io.write_json(path, paths.portable(provenance.stamped(record), _REPO_DIR))
+  or as handles (`paths.portable`) and how it was made (`provenance.KEY`, naming the commit of
+  `code_dir`: by default the repository of the `keras_adapters` this process runs)."""
+  atomic_io.write_json(path, paths.portable(provenance.stamped(record, code_dir), _REPO_DIR))
 
 
 def machine_info() -> Dict[str, Any]:

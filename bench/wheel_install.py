@@ -196,7 +196,7 @@ def main(argv):
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
-  harness.write_record(FLAGS.output, record)
+  harness.write_record(FLAGS.output, record, code_dir=_REPO_DIR)  # The code the wheel holds.
   print(harness.markdown_table(
       ["step", "status", "seconds"],
       [[name, step["status"], step.get("seconds", "")] for name, step in record["steps"].items()]))

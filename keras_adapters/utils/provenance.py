@@ -29,9 +29,9 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 RECORD_FOLDERS = ("results", "bench/results")
 
 
-def stamped(values: Mapping[str, Any]) -> Dict[str, Any]:
-  """`values` with this process's `record()` under `KEY`."""
-  return dict(values, **{KEY: record()})
+def stamped(values: Mapping[str, Any], repo_dir: str = REPO_DIR) -> Dict[str, Any]:
+  """`values` with this process's `record()` of `repo_dir` under `KEY`."""
+  return dict(values, **{KEY: record(repo_dir=repo_dir)})
 
 
 def record(argv: Optional[Sequence[str]] = None, repo_dir: str = REPO_DIR,
