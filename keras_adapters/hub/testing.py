@@ -93,14 +93,15 @@ def export_model_garden_variant(name, root, seed=3):
   """Writes `MODEL_GARDEN_VARIANTS[name]` with random weights into `root/name`, its vocab or
   SentencePiece model beside it; returns `root/name`.
 
-  The export is a copy of `model_garden_variant(name, seed)`, the caller's to change.
+  The variant is exported once per process and arguments (about 10 CPU seconds each); each
+  call writes a copy of that export, the caller's to change.
   """
-  shutil.copytree(os.path.dirname(model_garden_variant(name, seed)), root, dirs_exist_ok=True)
+  shutil.copytree(os.path.dirname(_model_garden_variant(name, seed)), root, dirs_exist_ok=True)
   return os.path.join(root, name)
 
 
 @functools.lru_cache(maxsize=None)
-def model_garden_variant(name, seed=3):
+def _model_garden_variant(name, seed):
   """`MODEL_GARDEN_VARIANTS[name]` with random weights, exported once per process and
   arguments (about 10 CPU seconds each); nothing may write to it."""
   variant = MODEL_GARDEN_VARIANTS[name]
@@ -125,12 +126,11 @@ def save_tiny_hub_encoder(export_dir, seed=0, random_stddev=None, **config):
       need BERT's 0.02, or their outputs saturate.
     **config: Arguments of `tiny_bert_config`.
   """
-  shutil.copytree(tiny_hub_encoder(seed, random_stddev, **config), export_dir,
-                  dirs_exist_ok=True)
+  shutil.copytree(tiny_hub_encoder(seed=seed, random_stddev=random_stddev, **config),
+                  export_dir, dirs_exist_ok=True)
   return export_dir
 
 
-@functools.lru_cache(maxsize=None)
 def tiny_hub_encoder(seed=0, random_stddev=None, **config):
   """A random tiny BERT encoder (arguments as `save_tiny_hub_encoder`'s) exported once per
   process and arguments, about 10 CPU seconds each; nothing may write to it.
@@ -138,10 +138,17 @@ def tiny_hub_encoder(seed=0, random_stddev=None, **config):
   It carries the tiny vocab (`save_tiny_vocab`) and `do_lower_case=True`, as TF Hub BERTs
   carry theirs, so `tiny_preprocess_handle()` belongs to it.
   """
+  # One key for every spelling of the same arguments (defaults given or not).
+  return _exported_tiny_hub_encoder(seed, random_stddev,
+                                    tuple(sorted({**TINY_CONFIG, **config}.items())))
+
+
+@functools.lru_cache(maxsize=None)
+def _exported_tiny_hub_encoder(seed, random_stddev, config):
   root = _process_temp_dir("tiny_hub_")
   spread = {} if random_stddev is None else dict(random_stddev=random_stddev)
   return model_garden_export.export_encoder(
-      os.path.join(root, "encoder"), bert_config=tiny_bert_config(**config), seed=seed,
+      os.path.join(root, "encoder"), bert_config=tiny_bert_config(**dict(config)), seed=seed,
       vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")), do_lower_case=True,
       **spread)
 
@@ -182,7 +189,7 @@ def _process_temp_dir(prefix):
 def tiny_hub_handle(seed=0):
   """`tiny_hub_encoder(seed)`: the tiny Hub encoder of `TINY_CONFIG`, saved once per process
   and seed; nothing writes to it."""
-  return tiny_hub_encoder(seed)
+  return tiny_hub_encoder(seed=seed)
 
 
 @functools.lru_cache(maxsize=None)
