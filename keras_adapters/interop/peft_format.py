@@ -15,10 +15,14 @@ A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_
 Both stacks' `load_peft` and `save_peft` (`interop.peft` on Keras 2, `keras3.interop` on
 Keras 3) use this module: it maps the library's task weight keys
 (`transformer/layer_0/query/lora/lora_a`, `head/0/kernel`) to peft's tensor names, so a
-reader only builds the model and hands over its variables by key.
+reader only builds the model and hands over its variables by key. The method's own part,
+its `LoraConfig` options and tensor names, is its folder's `peft.py` (`methods/lora/peft.py`),
+found through the method registry.
 """
 
 import dataclasses
+import importlib
+import importlib.util
 import os
 import re
 
@@ -29,8 +33,9 @@ import tensorflow as tf
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.interop import safetensors_files
+from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.methods import projections
-from keras_adapters.methods.lora import LoRAConfig
+from keras_adapters.methods import registry
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 
@@ -48,16 +53,31 @@ _SELF_ATTENTION = ("query", "key", "value")
 # The targets whose BERT modules are named "dense", all of which peft's "dense" matches.
 _DENSE = frozenset({"attention_output", "intermediate", "output", projections.POOLER})
 _PREFIX = "base_model.model."
+
+
+def _the_peft_method():
+  """The registered method peft's adapters are: its `Method` and its folder's `peft.py`
+  (`PEFT_TYPE`, `TENSORS`, `config_from_peft`, `config_to_peft`)."""
+  found = []
+  for method in registry.methods():
+    module = method.config_class.__module__.rpartition(".")[0] + ".peft"
+    if importlib.util.find_spec(module) is not None:
+      found.append((method, importlib.import_module(module)))
+  if len(found) != 1:
+    raise ImportError(f"peft's format reads one method; {len(found)} have a peft.py.")
+  return found[0]
+
+
+_METHOD, _METHOD_PEFT = _the_peft_method()
 # A wrapped module's tensor: its full name, its block (none for the pooler's) and which
 # tensor (DoRA's magnitudes with `use_dora`, one per wrapped module).
 _LORA_TENSOR = re.compile(
-    r"base_model\.model\.(bert\.encoder\.layer\.(\d+)\.[\w.]+|bert\.pooler\.dense)\."
-    r"(lora_A\.weight|lora_B\.weight|lora_magnitude_vector)")
-# A task weight key of a LoRA factor or DoRA magnitude, in a block or on the pooler.
+    r"base_model\.model\.(bert\.encoder\.layer\.(\d+)\.[\w.]+|bert\.pooler\.dense)\.("
+    + "|".join(re.escape(name) for name in _METHOD_PEFT.TENSORS.values()) + ")")
+# A task weight key of one of the method's weights, in a block or on the pooler.
 _LORA_KEY = re.compile(
-    r"(?:transformer/layer_(\d+)/(\w+)|pooler_transform)/lora/(lora_a|lora_b|magnitude)")
-_PARTS = {"lora_a": "lora_A.weight", "lora_b": "lora_B.weight",
-          "magnitude": "lora_magnitude_vector"}
+    rf"(?:transformer/layer_(\d+)/(\w+)|pooler_transform)/{_METHOD.name}/"
+    rf"({'|'.join(_METHOD_PEFT.TENSORS)})")
 _CLASSIFIER = ("classifier.weight", "classifier.bias")
 # peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
 _BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
@@ -118,13 +138,14 @@ def check_savable(config, pooling, hidden_layers):
   """Refuses a task that peft cannot load as a LoRA `BertForSequenceClassification`: another
   method, another DoRA than peft's, another head than one dense layer on BERT's pooler
   (`pooling`, `hidden_layers`: the head's; `None` for a model without a head)."""
-  if not isinstance(config, LoRAConfig):
-    raise PeftError(f"save_peft writes LoRA adapters; this model's adapter set is "
+  if not isinstance(config, _METHOD.config_class):
+    raise PeftError(f"save_peft writes {_METHOD.config_class.__name__} adapters (peft's "
+                    f"{_METHOD_PEFT.PEFT_TYPE}); this model's adapter set is "
                     f"{type(config).__name__}.")
-  if config.use_dora and config.dora_variant != "peft":
-    raise PeftError(f"The model's DoRA is dora_variant={config.dora_variant!r}, which peft "
-                    "does not compute (its norm and bias differ): save it with "
-                    "save_adapterhub, or train with dora_variant='peft'.")
+  try:
+    _METHOD_PEFT.config_to_peft(config)
+  except ValueError as error:
+    raise PeftError(str(error)) from None
   if pooling != "cls" or hidden_layers:
     raise PeftError("save_peft writes BertForSequenceClassification's head: one dense layer "
                     "on BERT's pooler. Build the model with build_classifier(..., "
@@ -174,7 +195,7 @@ def _peft_names(keys):
     if match:
       layer, target, weight = match.groups()
       names[key] = (f"{_PREFIX}{module_name(target or projections.POOLER, layer)}."
-                    + _PARTS[weight])
+                    + _METHOD_PEFT.TENSORS[weight])
     elif key.startswith("head/"):
       names[key] = _PREFIX + ("classifier.weight" if key.endswith("/kernel")
                               else "classifier.bias")
@@ -210,9 +231,9 @@ def lora_config(meta, tensors, directory, base_layers, base_argument):
   is asked last, with the config read so far (all but `leave_out`), so that a reader can
   refuse the config before it builds the base. `base_argument` is the reader's argument that
   gives the base."""
-  if meta.get("peft_type") != "LORA":
+  if meta.get("peft_type") != _METHOD_PEFT.PEFT_TYPE:
     raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; LoRA "
-                    "(peft_type 'LORA') is supported here.")
+                    f"(peft_type {_METHOD_PEFT.PEFT_TYPE!r}) is supported here.")
   if meta.get("task_type") != "SEQ_CLS":
     raise PeftError(f"{directory!r} adapts a {meta.get('task_type')!r} model; sequence "
                     "classification (task_type 'SEQ_CLS') is supported here.")
@@ -272,13 +293,7 @@ def lora_config(meta, tensors, directory, base_layers, base_argument):
                     + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
                     + "; this library applies one set of target modules to every layer.")
   try:
-    config = LoRAConfig(r=meta["r"], alpha=meta["lora_alpha"],
-                        use_rslora=bool(meta.get("use_rslora", False)),
-                        use_dora=meta.get("use_dora") or False,
-                        dropout=meta.get("lora_dropout", 0.0),
-                        target_modules=tuple(targets | pooler),
-                        init_weights="gaussian" if meta.get("init_lora_weights") == "gaussian"
-                        else "lora")
+    config = _METHOD_PEFT.config_from_peft(meta, targets | pooler)
   except (KeyError, ValueError) as error:
     raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
   _check_ranks(config.r, tensors, directory)
@@ -363,13 +378,10 @@ def _peft_config(config, num_layers, base_name):
                     + ("|" + re.escape(_POOLER_MODULE)) * pooled)
   return dict(
       {option: value for option, value in _PLAIN.items()},
-      peft_type="LORA", task_type="SEQ_CLS", peft_version=PEFT_VERSION,
-      base_model_name_or_path=base_name, r=config.r, lora_alpha=config.alpha,
-      use_rslora=config.use_rslora, use_dora=config.use_dora, lora_dropout=config.dropout,
-      target_modules=target_modules, layers_to_transform=None, layers_pattern=None,
-      modules_to_save=["classifier", "score"], exclude_modules=None,
-      init_lora_weights="gaussian" if config.init_weights == "gaussian" else True,
-      inference_mode=True, revision=None, auto_mapping=None)
+      **_METHOD_PEFT.config_to_peft(config), task_type="SEQ_CLS", peft_version=PEFT_VERSION,
+      base_model_name_or_path=base_name, target_modules=target_modules,
+      layers_to_transform=None, layers_pattern=None, modules_to_save=["classifier", "score"],
+      exclude_modules=None, inference_mode=True, revision=None, auto_mapping=None)
 
 
 def _read_config(directory):

@@ -137,7 +137,7 @@ class KerasHubBackboneTest(tf.test.TestCase):
   def test_save_peft_refuses_what_peft_cannot_load(self):
     folder = os.path.join(self.create_tempdir().full_path, "out")
     ia3 = kak.build_classifier(kak.adapt(testing.tiny_backbone(), kak.IA3Config()), 2)
-    with self.assertRaisesRegex(peft_format.PeftError, "writes LoRA adapters.*IA3Config"):
+    with self.assertRaisesRegex(peft_format.PeftError, "writes LoRAConfig adapters.*IA3Config"):
       kak.save_peft(ia3, folder, base_model_name_or_path="tiny")
     mean = kak.build_classifier(kak.adapt(testing.tiny_backbone(), kak.LoRAConfig()), 2,
                                 pooling="mean")
