@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_adapters.keras3 import layers
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.methods import projection_delta
 from keras_adapters.methods import registry
 
 _WIDTH_IN, _UNITS = 6, 5
@@ -44,6 +45,11 @@ _METHOD_CASES = (
                           init_weights="lora")),
     ("rslora", "lora", dict(rank=3, alpha=6.0, use_rslora=True, dropout=0.0,
                             init_weights="bert")),
+    ("dora_peft", "lora", dict(rank=2, alpha=4.0, use_rslora=False, dropout=0.0,
+                               init_weights="lora", use_dora=True, dora_variant="peft")),
+    ("dora_adapterhub", "lora", dict(rank=2, alpha=4.0, use_rslora=False, dropout=0.0,
+                                     init_weights="lora", use_dora=True,
+                                     dora_variant="adapterhub")),
     ("ia3_output", "ia3", dict(scales_input=False)),
     ("ia3_input", "ia3", dict(scales_input=True)),
 )
@@ -63,9 +69,11 @@ class MethodDeltaTest(tf.test.TestCase, parameterized.TestCase):
     keras2, keras3 = _pair(method, options)
     kernel, bias = _projection()
     x = _inputs()
-    expected = keras2(tf.constant(x), project=lambda v: tf.matmul(v, kernel) + bias)
-    output = keras3(keras.ops.convert_to_tensor(x),
-                    project=lambda v: keras.ops.matmul(v, kernel) + bias)
+    # The frozen projection with its kernel and bias, which DoRA's norms read.
+    expected = keras2(tf.constant(x), project=projection_delta.Projection(
+        lambda v: tf.matmul(v, kernel) + bias, tf.constant(kernel), tf.constant(bias)))
+    output = keras3(keras.ops.convert_to_tensor(x), project=layers.FrozenProjection(
+        lambda v: keras.ops.matmul(v, kernel) + bias, kernel, bias))
     self.assertAllClose(keras.ops.convert_to_numpy(output), expected, atol=1e-6, rtol=1e-6)
     # The method changes the projection: the comparison is not of two unchanged outputs.
     self.assertNotAllClose(expected, x @ kernel + bias)
@@ -84,6 +92,21 @@ class MethodDeltaTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(keras.ops.convert_to_numpy(layer.lora_b), np.zeros([16, 32]))
     self.assertLessEqual(np.abs(a).max(), 1 / np.sqrt(width_in))
     self.assertGreater(np.abs(a).max(), 0.9 / np.sqrt(width_in))
+
+  def test_dora_starts_from_the_norms_keras2_starts_from(self):
+    """DoRA's magnitudes start as the Keras 2 layer's: from the norms of the base's kernel
+    (AdapterHub's), or of it changed by LoRA's start (peft's; B random in the "bert" start)."""
+    kernel, bias = _projection()
+    for variant in ("peft", "adapterhub"):
+      keras2, keras3 = _pair("lora", dict(rank=2, alpha=4.0, use_rslora=False, dropout=0.0,
+                                          init_weights="bert", use_dora=True,
+                                          dora_variant=variant))
+      keras2.start_from(tf.constant(kernel), tf.constant(bias))
+      keras3.start_from(kernel, bias)
+      self.assertAllClose(keras.ops.convert_to_numpy(keras3.magnitude), keras2.magnitude,
+                          atol=1e-6, msg=variant)
+    self.assertAllClose(keras.ops.convert_to_numpy(keras3.magnitude),
+                        np.linalg.norm(kernel, axis=0), atol=1e-6)
 
   def test_lora_dropout_only_when_training(self):
     layer = layers.MethodDelta("lora", "key", 4, dict(
