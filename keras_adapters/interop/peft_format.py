@@ -33,7 +33,6 @@ import tensorflow as tf
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import default_model
 from keras_adapters.interop import safetensors_files
-from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.methods import projections
 from keras_adapters.methods import registry
 from keras_adapters.utils import atomic_io

@@ -22,7 +22,6 @@ from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import layers
 from keras_adapters.models import adapter_config as adapter_config_lib
 from keras_adapters.models import classifier_head
-from keras_adapters.utils import errors
 
 AdapterArtifactError = adapter_artifact.AdapterArtifactError
 PreprocessingConfig = adapter_artifact.PreprocessingConfig
