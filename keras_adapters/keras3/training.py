@@ -309,7 +309,7 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False,
         checkpoint_dir=None):
   """Trains `model` on the packed `features` (`tokenize`) and `labels` for
   `trainer.epochs` (whole steps: the epochs times the batches in one, rounded up), each
-  batch `trainer.batch_size` examples in an order `trainer.seed` shuffles.
+  batch `trainer.batch_size` examples in the order `epoch_order` draws.
 
   With `checkpoint_dir`, training goes on from the checkpoint there (`checkpoints`), if
   any, and saves one every `trainer.checkpoint_every_steps` steps and at the end: the
@@ -324,10 +324,6 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False,
   epochs = max(1, math.ceil(trainer.epochs))
   # Every batch full, across epochs: the devices of a data parallel run share each evenly.
   steps_per_epoch = math.ceil(total_steps / epochs)
-  # One order of batches over every epoch, so the batches from any step on are known.
-  dataset = (tf.data.Dataset.from_tensor_slices((features, np.asarray(labels)))
-             .shuffle(num_examples, seed=trainer.seed, reshuffle_each_iteration=True)
-             .repeat().batch(batch_size, drop_remainder=True))
   loss = (keras.losses.MeanSquaredError() if regression else
           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   # JAX always compiles the steps; TensorFlow with XLA when asked.
@@ -337,13 +333,27 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False,
   tracker = checkpoints.StepCheckpoints(
       checkpoint_dir, trainer.checkpoint_every_steps, steps_per_epoch * epochs,
       steps_per_epoch, state or checkpoints.TrainingState())
+  labels = np.asarray(labels)
   while tracker.state.step < steps_per_epoch * epochs:
     epoch, done = divmod(tracker.state.step, steps_per_epoch)
-    # A resumed epoch's remaining steps alone, then whole epochs.
-    model.fit(dataset.skip(tracker.state.step), initial_epoch=epoch,
-              epochs=epoch + 1 if done else epochs, steps_per_epoch=steps_per_epoch - done,
-              callbacks=[tracker], shuffle=False, verbose=0)
+    # One fit per epoch, on that epoch's batches from the step training is at.
+    order = epoch_order(num_examples, steps_per_epoch * batch_size, trainer.seed, epoch)
+    batches = tf.data.Dataset.from_tensor_slices(
+        ({key: value[order] for key, value in features.items()}, labels[order])
+    ).batch(batch_size, drop_remainder=True).skip(done)
+    model.fit(batches, initial_epoch=epoch, epochs=epoch + 1,
+              steps_per_epoch=steps_per_epoch - done, callbacks=[tracker], shuffle=False,
+              verbose=0)
   return tracker.state.epoch_losses
+
+
+def epoch_order(num_examples, count, seed, epoch):
+  """The `count` example indices epoch `epoch` trains on, in order: shuffles of every
+  example, one after the other, drawn from (`seed`, `epoch`) alone, so that a resumed run
+  takes the batches of one that was not stopped, on any backend."""
+  rng = np.random.default_rng([seed, epoch])
+  return np.concatenate([rng.permutation(num_examples)
+                         for _ in range(math.ceil(count / num_examples))])[:count]
 
 
 def tokenize(preprocessor, examples):

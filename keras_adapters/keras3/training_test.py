@@ -56,11 +56,41 @@ print(json.dumps(dict(devices=len(keras.distribution.list_devices()), losses=los
 """
 
 
-def _jax_run(devices):
+# A run stopped at step 7 of 8 and resumed from its checkpoint of step 6 (mid second epoch),
+# and the same run not stopped, in a fresh Python on JAX with two host devices: the tiny
+# adapted classifier with dropout, eight examples in batches of two.
+_RESUMED_RUN = """
+import json, tempfile, numpy as np
+from keras_adapters.keras3 import testing, training
+from keras_adapters.keras3 import training_test
+config = training_test._config(checkpoint_every_steps=2, batch_size=2)
+distribution = training.data_parallel(config.trainer.batch_size)
+inputs, labels = testing.tiny_inputs(batch_size=8), np.array([0, 1] * 4)
+def run(model_dir, stop_at=None):
+  with training.scope(distribution):
+    model = training.task_model(testing.tiny_backbone(dropout=0.1), 2, config,
+                                distributed=True)
+    try:
+      with training_test._stopping_at(stop_at):
+        losses = training.fit(model, inputs, labels, config.trainer, checkpoint_dir=model_dir)
+    except KeyboardInterrupt:
+      return None
+    return dict(losses=losses, logits=training.predict(model, inputs, distribution).tolist())
+model_dir = tempfile.mkdtemp()
+stopped = run(model_dir, stop_at=7)
+recording, steps = training_test._steps_trained()
+with recording:
+  resumed = run(model_dir)
+print(json.dumps(dict(stopped=stopped, resumed=resumed, resumed_steps=steps,
+                      not_stopped=run(tempfile.mkdtemp()))))
+"""
+
+
+def _jax_run(devices, code=_DATA_PARALLEL_RUN):
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   environ.update(KERAS_BACKEND="jax",
                  XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-  result = subprocess.run([sys.executable, "-c", _DATA_PARALLEL_RUN], capture_output=True,
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=environ, timeout=900, check=False)
   if result.returncode:
     raise AssertionError(result.stderr[-3000:])
@@ -83,6 +113,16 @@ class DataParallelTest(tf.test.TestCase):
         "train data parallel: give a multiple of 2, e.g. batch_size=2.")
     # One device: no distribution, and so no refusal.
     self.assertIsNone(one_result["refusal"])
+
+
+class JaxResumeTest(tf.test.TestCase):
+
+  def test_a_stopped_jax_run_resumes_to_the_results_of_one_not_stopped(self):
+    run = _jax_run(2, _RESUMED_RUN)
+    self.assertIsNone(run["stopped"])
+    self.assertEqual(run["resumed_steps"], [7, 8])
+    self.assertAllClose(run["resumed"]["losses"], run["not_stopped"]["losses"], atol=1e-5)
+    self.assertAllClose(run["resumed"]["logits"], run["not_stopped"]["logits"], atol=1e-5)
 
 
 class PrecisionTest(tf.test.TestCase):
