@@ -55,6 +55,18 @@ def _tensors(folder, filename):
   return safetensors_numpy.load_file(os.path.join(folder, filename))
 
 
+def _edited_copy(fixture, folder, config_file, edit):
+  """A copy of `fixture` in `folder` whose JSON `config_file` is replaced by `edit(config)`."""
+  copy = os.path.join(folder, os.path.basename(fixture))
+  shutil.copytree(fixture, copy)
+  path = os.path.join(copy, config_file)
+  with open(path, encoding="utf-8") as file:
+    config = json.load(file)
+  with open(path, "w", encoding="utf-8") as file:
+    json.dump(edit(config), file)
+  return copy
+
+
 class PeftFixtureTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.parameters("lora", "dora")
@@ -99,14 +111,11 @@ class AdapterHubFixtureTest(parameterized.TestCase, tf.test.TestCase):
         np.testing.assert_allclose(ours[tensor], value, rtol=1e-7, atol=0, err_msg=tensor)
 
   def test_parallel_adapters_are_refused_before_the_base_is_built(self):
-    fixture = os.path.join(self.create_tempdir().full_path, "parallel")
-    shutil.copytree(os.path.join(_ADAPTERHUB, "houlsby"), fixture)
-    config_path = os.path.join(fixture, adapterhub_format.CONFIG_FILE)
-    with open(config_path, encoding="utf-8") as file:
-      meta = json.load(file)
-    meta["config"].update(is_parallel=True, mh_adapter=False, scaling=4.0)
-    with open(config_path, "w", encoding="utf-8") as file:
-      json.dump(meta, file)
+    fixture = _edited_copy(
+        os.path.join(_ADAPTERHUB, "houlsby"), self.create_tempdir().full_path,
+        adapterhub_format.CONFIG_FILE,
+        lambda meta: dict(meta, config=dict(meta["config"], is_parallel=True, mh_adapter=False,
+                                            scaling=4.0)))
     with self.assertRaises(adapterhub_format.AdapterHubError) as caught:
       kak.load_adapterhub(fixture)
     message = str(caught.exception)
@@ -124,13 +133,9 @@ class KerasHubBackboneTest(tf.test.TestCase):
       kak.load_adapterhub(os.path.join(_ADAPTERHUB, "pfeiffer"), backbone)
 
   def test_another_base_is_named_in_the_refusal(self):
-    fixture = os.path.join(self.create_tempdir().full_path, "lora")
-    shutil.copytree(os.path.join(_PEFT, "lora"), fixture)
-    config_path = os.path.join(fixture, peft_format.CONFIG_FILE)
-    with open(config_path, encoding="utf-8") as file:
-      meta = json.load(file)
-    with open(config_path, "w", encoding="utf-8") as file:
-      json.dump(dict(meta, base_model_name_or_path="bert-base-uncased"), file)
+    fixture = _edited_copy(os.path.join(_PEFT, "lora"), self.create_tempdir().full_path,
+                           peft_format.CONFIG_FILE,
+                           lambda meta: dict(meta, base_model_name_or_path="bert-base-uncased"))
     with self.assertRaisesRegex(peft_format.PeftError, "bert-base-uncased.*backbone="):
       kak.load_peft(fixture)
 
