@@ -28,7 +28,10 @@ KERAS3_SCRIPTS = ("keras-adapters-classify (run_classification.py)",
 
 def define_flags():
   """Defines `--keras` and `--backend`, for a command line that trains with either Keras
-  (or that refuses Keras 3 in one line: `keras2_only`)."""
+  (or that refuses Keras 3 in one line: `keras2_only`). Defined once per process: several
+  command lines' modules imported together share them."""
+  if "keras" in FLAGS:
+    return
   flags.DEFINE_enum(
       "keras", "2", KERAS_VERSIONS,
       "2: Keras 2 (tf_keras) on TF Hub encoders, every method and option. 3: Keras 3 on "
