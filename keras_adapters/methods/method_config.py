@@ -24,6 +24,8 @@ class MethodConfig:
   tuning = "adapters"
   top_k = None
   trains_base = False
+  # Every LayerNorm that trains does (AdapterDrop's frozen bottom is `AdapterConfig`'s).
+  layer_norms_frozen_below = 0
 
   def _check_common(self):
     """Checks and canonicalises `target_modules` and `leave_out`; call from `__post_init__`."""

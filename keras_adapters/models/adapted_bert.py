@@ -167,7 +167,8 @@ class AdaptedBert(keras.layers.Layer):
     self.merged = False
     self._warned_merged_training = False
     tuning_lib.apply_tuning(self.encoder, config.tuning, config.top_k,
-                            train_layer_norms=config.train_layer_norms)
+                            train_layer_norms=config.train_layer_norms,
+                            layer_norms_frozen_below=config.layer_norms_frozen_below)
 
   @property
   def adapter_configs(self):
@@ -247,7 +248,8 @@ class AdaptedBert(keras.layers.Layer):
     tuning_lib.apply_tuning(
         self.encoder, config.tuning, config.top_k,
         adapter_set=adapter_set.encoder_adapters() if adapter_set is not None else None,
-        train_layer_norms=config.train_layer_norms)
+        train_layer_norms=config.train_layer_norms,
+        layer_norms_frozen_below=config.layer_norms_frozen_below)
 
   @contextlib.contextmanager
   def disable_adapter(self):

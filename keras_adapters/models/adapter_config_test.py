@@ -81,6 +81,37 @@ class AdapterConfigTest(tf.test.TestCase, parameterized.TestCase):
       adapter_config.AdapterConfig(tuning="top_k", top_k=3).validate_for(num_layers=2)
     self.assertTrue(adapter_config.AdapterConfig(tuning="full").trains_base)
 
+  def test_freeze_below_adapters_freezes_below_the_lowest_adapted_layer(self):
+    """AdapterDrop's training: the LayerNorms below the lowest adapted layer stay frozen (the
+    embeddings' counted below layer 0); the field round-trips as artifacts store it."""
+    config = adapter_config.AdapterConfig(leave_out=(2, 0, 1, 4), freeze_below_adapters=True)
+    self.assertEqual((config.lowest_adapted_layer, config.layer_norms_frozen_below), (3, 3))
+    values = json.loads(json.dumps(config.to_dict()))
+    self.assertIs(values["freeze_below_adapters"], True)
+    self.assertEqual(adapter_config.AdapterConfig.from_dict(values), config)
+    unfrozen = adapter_config.AdapterConfig(leave_out=(0, 1))
+    self.assertEqual((unfrozen.lowest_adapted_layer, unfrozen.layer_norms_frozen_below), (2, 0))
+    self.assertFalse(adapter_config.AdapterConfig().freeze_below_adapters)
+
+  @parameterized.named_parameters(
+      ("not_bool", dict(leave_out=(0,), freeze_below_adapters="yes"), "must be True or False"),
+      ("other_tuning", dict(adapter_size=None, tuning="layer_norm", leave_out=(0,),
+                            freeze_below_adapters=True), "use it with tuning='adapters'"),
+      ("nothing_left_out", dict(freeze_below_adapters=True), r"layer 0 has adapters "
+       r"\(leave_out=\[\]\): leave the lowest layers out"),
+      ("lowest_adapted", dict(leave_out=(1,), freeze_below_adapters=True), "layer 0 has "
+       "adapters"))
+  def test_freeze_below_adapters_where_it_cannot_apply_is_refused(self, values, message):
+    with self.assertRaisesRegex(ValueError, message):
+      adapter_config.AdapterConfig(**values)
+
+  def test_freeze_below_adapters_with_every_layer_left_out_is_refused(self):
+    """A config that would freeze the whole encoder does not silently train nothing."""
+    config = adapter_config.AdapterConfig(leave_out=(0, 1), freeze_below_adapters=True)
+    with self.assertRaisesRegex(ValueError, r"freezes the whole encoder.*layers 0\.\.1"):
+      config.validate_for(num_layers=2)
+    config.validate_for(num_layers=3)
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -8,7 +8,8 @@ BASE_FROZEN_POLICIES = _policies.BASE_FROZEN_POLICIES
 validate_tuning = _policies.validate_tuning
 
 
-def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norms=True):
+def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norms=True,
+                 layer_norms_frozen_below=0):
   """Sets the `trainable` flag of every sub-layer of `encoder` for a tuning policy.
 
   - `adapters`: adapters (and a method's layers: LoRA, (IA)³) and every LayerNorm (the
@@ -27,6 +28,9 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norm
       `layer_norm` only). The encoder's own adapters and LayerNorms then stay frozen.
     train_layer_norms: With `adapters`, whether the LayerNorms train too (peft and
       AdapterHub keep them frozen for LoRA and (IA)³).
+    layer_norms_frozen_below: With `adapters`, the block below which the LayerNorms stay
+      frozen, the embeddings' too (a config's `layer_norms_frozen_below`: AdapterDrop's
+      training, where nothing below the lowest adapters trains); 0 freezes none.
   """
   own = encoder.own_adapters()
   trained = own if adapter_set is None else adapter_set
@@ -55,10 +59,11 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norm
       layer.trainable = False
   # What the set itself trains: its LayerNorms, and its adapters under the paper's policy.
   if tuning == "layer_norm" or (tuning == "adapters" and train_layer_norms):
-    trained.embedding_layer_norm.trainable = True
-    for block in trained.blocks:
-      block.self_attention_layer_norm.trainable = True
-      block.output_layer_norm.trainable = True
+    frozen_below = layer_norms_frozen_below if tuning == "adapters" else 0
+    trained.embedding_layer_norm.trainable = frozen_below == 0
+    for index, block in enumerate(trained.blocks):
+      block.self_attention_layer_norm.trainable = index >= frozen_below
+      block.output_layer_norm.trainable = index >= frozen_below
   if tuning == "adapters":
     for module in trained_modules:
       module.trainable = True

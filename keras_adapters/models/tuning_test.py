@@ -55,6 +55,39 @@ class TuningTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen([n for n in trainable if _is_layer_norm(n)], 2 * (2 * _NUM_LAYERS + 1))
     self.assertEqual(sum(a.count_params() for a in layer.encoder.adapters), 4 * 148)
 
+  def test_freeze_below_adapters_trains_nothing_below_the_lowest_adapters(self):
+    """AdapterDrop's training: the adapters and LayerNorms of the adapted blocks train; the
+    left-out block's LayerNorms and the embeddings' stay frozen. A training step takes the
+    gradients of the trainable weights alone, so its backward pass stops at the lowest
+    adapters; each of them gets one."""
+    config = adapter_config.AdapterConfig(adapter_size=4, leave_out=(0,),
+                                          freeze_below_adapters=True)
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_config=config)
+    self._assert_trains_exactly(
+        layer, lambda n: _in_block(n, 1) and (_is_adapter(n) or _is_layer_norm(n)))
+    frozen_layer_norms = [v for v in layer.weights if _is_layer_norm(
+        adapted_bert_encoder.canonical_variable_name(v.name)) and not _in_block(
+            adapted_bert_encoder.canonical_variable_name(v.name), 1)]
+    self.assertLen(frozen_layer_norms, 2 * (2 + 1))
+    ids = tf.constant([[5, 6, 7, 8], [9, 10, 0, 0]])
+    inputs = dict(input_word_ids=ids, input_mask=tf.cast(ids > 0, tf.int32),
+                  input_type_ids=tf.zeros_like(ids))
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(layer(inputs, training=True)["sequence_output"] ** 2)
+    self.assertNotIn(None, tape.gradient(loss, layer.trainable_weights))
+    self.assertEmpty({id(v) for v in frozen_layer_norms}
+                     & {id(v) for v in layer.trainable_weights})
+
+  def test_freeze_below_adapters_applies_to_an_added_set(self):
+    """train_adapter(name) freezes the bottom of that set's LayerNorms as its config says."""
+    layer = adapted_bert.AdaptedBert(self.handle, adapter_size=4)
+    layer.add_adapter("b", adapter_config.AdapterConfig(adapter_size=2, leave_out=(0,),
+                                                        freeze_below_adapters=True))
+    layer.train_adapter("b")
+    trainable = {id(w) for w in layer.trainable_weights}
+    self.assertEqual({k for k, w in layer.adapter_weights("b").items() if id(w) in trainable},
+                     {k for k in layer.adapter_weights("b") if _in_block(k, 1)})
+
   @parameterized.named_parameters(("with_adapters", 4), ("without_adapters", None))
   def test_layer_norm_policy_trains_layer_norms_only(self, adapter_size):
     """'layer_norm': only the LayerNorms train; adapters, if any, stay frozen."""

@@ -46,7 +46,8 @@ class AdapterConfig:
   # any other must keep its default there.
   keras3_fields = ("adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
                    "mh_adapter", "output_adapter", "scaling", "original_ln_before",
-                   "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after")
+                   "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after",
+                   "freeze_below_adapters")
   adapter_size: Optional[int] = settings.setting(
       64, "Bottleneck size m of every adapter (the paper: 2 to 256); unused when "
       "reduction_factor is set. None: no adapters (the layer_norm, top_k and full baselines).")
@@ -58,7 +59,12 @@ class AdapterConfig:
       "every adapter an exact identity.", flag="adapter_init_stddev")
   leave_out: Tuple[int, ...] = settings.setting(
       (), "Indices of the Transformer layers that get no adapters (AdapterHub's leave_out); "
-      "their LayerNorms still train.")
+      "their LayerNorms still train, unless freeze_below_adapters.")
+  freeze_below_adapters: bool = settings.setting(
+      False, "AdapterDrop's training (Rücklé et al. 2021): the LayerNorms of the layers below "
+      "the lowest adapted one, and the embeddings', stay frozen, so nothing below the lowest "
+      "adapters trains and the backward pass stops there. Needs tuning=adapters and layer 0 in "
+      "leave_out.")
   tuning: str = settings.setting(
       "adapters", "What trains: adapters (+ LayerNorms, the paper), layer_norm, top_k or full.",
       choices=tuning_lib.TUNING_POLICIES)
@@ -129,6 +135,23 @@ class AdapterConfig:
       raise ValueError(
           f"Unknown tuning policy {self.tuning!r}; choose one of "
           f"{list(tuning_lib.TUNING_POLICIES)}.")
+    self._check_freeze_below_adapters()
+
+  def _check_freeze_below_adapters(self):
+    if not isinstance(self.freeze_below_adapters, bool):
+      raise ValueError(f"freeze_below_adapters must be True or False, got "
+                       f"{self.freeze_below_adapters!r}.")
+    if not self.freeze_below_adapters:
+      return
+    if self.tuning != "adapters":
+      raise ValueError(
+          f"freeze_below_adapters=True freezes what lies below the lowest adapters, but "
+          f"tuning={self.tuning!r} trains no adapters: use it with tuning='adapters'.")
+    if 0 not in self.leave_out:
+      raise ValueError(
+          f"freeze_below_adapters=True freezes the layers below the lowest adapted one, but "
+          f"layer 0 has adapters (leave_out={list(self.leave_out)}): leave the lowest layers "
+          f"out, e.g. leave_out=(0, 1).")
 
   @property
   def trains_base(self):
@@ -139,6 +162,19 @@ class AdapterConfig:
   def train_layer_norms(self):
     """Whether the LayerNorms train under this tuning (the paper's adapters: they do)."""
     return True
+
+  @property
+  def lowest_adapted_layer(self):
+    """The index of the lowest Transformer layer with adapters: the lowest not left out."""
+    return next(index for index in range(len(self.leave_out) + 1)
+                if index not in self.leave_out)
+
+  @property
+  def layer_norms_frozen_below(self):
+    """The Transformer layer below which every LayerNorm stays frozen, the embeddings' counted
+    below layer 0: the lowest adapted layer with `freeze_below_adapters` (AdapterDrop), else
+    0 (none frozen). Both stacks freeze by it (`models.tuning`, `keras3.adapt`)."""
+    return self.lowest_adapted_layer if self.freeze_below_adapters else 0
 
   def delta_specs(self):
     """No changes to the projections (LoRA, (IA)³ have their own configs)."""
@@ -163,6 +199,11 @@ class AdapterConfig:
       raise ValueError(
           f"leave_out={list(self.leave_out)} names layers {outside} that the encoder does not "
           f"have: it has layers 0..{num_layers - 1}.")
+    if self.layer_norms_frozen_below >= num_layers:
+      raise ValueError(
+          f"freeze_below_adapters=True with leave_out={list(self.leave_out)} freezes the whole "
+          f"encoder, which has layers 0..{num_layers - 1} only: leave some layer's adapters "
+          f"in, or set freeze_below_adapters=False.")
 
   def to_dict(self):
     """A JSON-serialisable dict that `from_dict` turns back into this config."""
