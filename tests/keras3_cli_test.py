@@ -1,6 +1,7 @@
 """`run_classification --keras=3`: a run on the TensorFlow backend (in this process) and one
-on JAX with two host devices (a subprocess, as a user runs it), both on the tiny TF Hub base;
-and the one-line refusals of settings the Keras 3 path lacks and of a backend it cannot use.
+on JAX with two host devices (a subprocess, as a user runs it) stopped by SIGTERM and
+resumed, both on the tiny TF Hub base; and the one-line refusals of settings the Keras 3 path
+lacks and of a backend it cannot use.
 `run_glue --keras=3` on a sentence-pair task and STS-B (regression), stopped by SIGTERM and
 resumed, and the refusals of run_glue, run_squad and run_automl (subprocesses: their flags
 clash with run_classification's here)."""
@@ -10,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from unittest import mock
 
 import tensorflow as tf
 
 from experiments import testing as cli_testing
+from keras_adapters.cli import interruption_testing
 from keras_adapters.cli import keras_choice
 from keras_adapters.cli import run_classification
 from keras_adapters.data import glue
@@ -76,20 +77,38 @@ class Keras3CliTest(tf.test.TestCase):
       results = json.load(f)
     self.assertEqual((results["keras"], results["backend"]), (3, "tensorflow"))
 
-  def test_jax_run_on_two_devices(self):
+  def test_jax_run_on_two_devices_stopped_by_sigterm_resumes(self):
+    """Two JAX host devices, as a user runs it: SIGTERM after the first checkpoint ends the
+    run in one line with status 143, and the same command resumes it to its results and
+    artifact. (That a resumed run ends as one not stopped, on two JAX devices, is
+    `keras3.training_test`'s.)"""
     model_dir = self.create_tempdir().full_path
-    result = subprocess.run(
-        [sys.executable, "-m", "keras_adapters.cli.run_classification",
-         *self._argv(model_dir, "--backend=jax", "--adapter_size=4")[1:]],
-        capture_output=True, text=True, timeout=900, check=False,
-        env=_environ(XLA_FLAGS="--xla_force_host_platform_device_count=2"))
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    self.assertRegex(result.stdout, r"\ntest: accuracy \d+\.\d\d%")
+    command = [sys.executable, "-m", "keras_adapters.cli.run_classification",
+               *self._argv(model_dir, "--backend=jax", "--adapter_size=4", "--epochs=3",
+                           "--batch_size=2", "--checkpoint_every_steps=1")[1:]]
+    environ = _environ(XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    child = subprocess.Popen(command, cwd=_REPO_ROOT, env=environ, text=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    self.addCleanup(child.kill)
+    checkpoint = os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)
+    stderr = interruption_testing.sigterm_after_checkpoint(child, checkpoint, timeout=600)
+    self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
+    self.assertNotIn("Traceback", stderr)
+    self.assertEqual(stderr.strip().splitlines()[-1], "run_classification.py: Stopped by "
+                     "SIGTERM; what was saved is kept: rerun the same command to continue.")
+    self.assertTrue(os.path.exists(checkpoint))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "results.json")))
+
+    resumed = subprocess.run(command, cwd=_REPO_ROOT, env=environ, capture_output=True,
+                             text=True, timeout=900, check=False)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertRegex(resumed.stdout, r"\ntest: accuracy \d+\.\d\d%")
     self.assertIn("adapter-only artifact); the serving SavedModel needs --backend=tensorflow",
-                  result.stdout)
+                  resumed.stdout)
     with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
       results = json.load(f)
     self.assertEqual((results["backend"], results["devices"]), ("jax", 2))
+    self.assertLen(results["train_losses"], 3)
     self.assertTrue(os.path.exists(os.path.join(model_dir, "export", "adapters",
                                                 "adapter_config.json")))
 
@@ -145,11 +164,7 @@ class Keras3GlueTest(tf.test.TestCase):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     self.addCleanup(child.kill)
     checkpoint = os.path.join(model_dir, "mrpc", "run", checkpoints.CHECKPOINT_FILE)
-    deadline = time.time() + 600
-    while not os.path.exists(checkpoint) and child.poll() is None and time.time() < deadline:
-      time.sleep(0.05)
-    child.send_signal(signal.SIGTERM)
-    _, stderr = child.communicate(timeout=300)
+    stderr = interruption_testing.sigterm_after_checkpoint(child, checkpoint, timeout=600)
     self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
     self.assertNotIn("Traceback", stderr)
     self.assertEqual(stderr.strip().splitlines()[-1], "run_glue.py: Stopped by SIGTERM; what "

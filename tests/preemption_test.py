@@ -21,6 +21,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from experiments import interruption
+from keras_adapters.cli import interruption_testing
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -76,12 +77,8 @@ class PreemptionTest(tf.test.TestCase):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     self.addCleanup(child.kill)
-    first = os.path.join(model_dir, f"ckpt-{_CHECKPOINT_EVERY_STEPS}.index")
-    deadline = time.time() + 120
-    while not os.path.exists(first) and child.poll() is None and time.time() < deadline:
-      time.sleep(0.05)
-    child.send_signal(signal.SIGTERM)
-    _, stderr = child.communicate(timeout=120)
+    stderr = interruption_testing.sigterm_after_checkpoint(
+        child, os.path.join(model_dir, f"ckpt-{_CHECKPOINT_EVERY_STEPS}.index"), timeout=120)
     self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
     self.assertNotIn("Traceback", stderr)
     step = int(os.path.basename(tf.train.latest_checkpoint(model_dir)).split("-")[1])
