@@ -167,6 +167,25 @@ class MethodVocabularyCliTest(tf.test.TestCase):
     with open(os.path.join(model_dir, "run.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["config"]["lora_leave_out"], [1])
 
+  def test_freeze_below_adapters_reaches_the_adapter_config_or_is_refused_in_one_line(self):
+    """--freeze_below_adapters (AdapterDrop's training) reaches the AdapterConfig; with no
+    layer left out below the adapters the run is refused by its name before anything is
+    written (a whole encoder frozen is refused too: adapter_config_test)."""
+    config, _ = _config_and_stderr("--leave_out=0", "--freeze_below_adapters")
+    self.assertEqual(config.model.adapter,
+                     adapter_config.AdapterConfig(leave_out=(0,), freeze_below_adapters=True))
+    root = self.create_tempdir().full_path
+    model_dir = os.path.join(root, "run")
+    status, lines = cli_testing.cli_error(run_classification.main, [
+        "run_classification", *_model_flags(), f"--model_dir={model_dir}",
+        f"--data_path={cli_testing.write_two_class_csv(os.path.join(root, 'two.csv'))}",
+        "--freeze_below_adapters"])
+    self.assertEqual((status, len(lines)), (2, 1), lines)
+    self.assertStartsWith(lines[0], "--freeze_below_adapters freezes the layers below the "
+                          "lowest adapted one, but layer 0 has adapters (--leave_out=): leave "
+                          "the lowest layers out, e.g. --leave_out=0,1.")
+    self.assertFalse(os.path.exists(model_dir))
+
 
 class EveryTrainingScriptCliTest(tf.test.TestCase):
   """`--methods=lora,top_k` in run_glue.py and `--method=top_k` in run_squad.py, each in a
