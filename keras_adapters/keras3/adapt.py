@@ -77,9 +77,11 @@ def adapt(backbone, config):
     if adapter_size is not None:
       _add_adapters(block, config, adapter_size, hidden_size)
   if config.train_layer_norms:
+    # AdapterDrop's training freezes the embeddings' and the lowest blocks' LayerNorms.
+    frozen_below = config.layer_norms_frozen_below
     # pylint: disable=protected-access
-    for layer_norm in [backbone.embeddings_layer_norm] + [
-        norm for block in blocks
+    for layer_norm in [backbone.embeddings_layer_norm] * (frozen_below == 0) + [
+        norm for block in blocks[frozen_below:]
         for norm in (block._self_attention_layer_norm, block._feedforward_layer_norm)]:
       # By variable, as the base was frozen: the layer's own flag is still on.
       for variable in layer_norm.weights:

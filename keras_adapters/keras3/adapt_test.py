@@ -101,6 +101,29 @@ class AdaptTest(tf.test.TestCase):
       self.assertNotIsInstance(attention._key_dense, layers.AdaptedProjection)
       self.assertEqual(attention._value_dense.deltas[0].name, "value_lora")
 
+  def test_freeze_below_adapters_trains_what_the_keras2_path_trains(self):
+    """AdapterDrop's training: the adapters and LayerNorms of the adapted block train, each
+    with a gradient; the embeddings' and the left-out block's LayerNorms stay frozen, out of
+    the trainable weights a step takes gradients of; both stacks train as many parameters."""
+    config = kak.AdapterConfig(adapter_size=4, leave_out=(0,), freeze_below_adapters=True)
+    backbone = kak.adapt(testing.tiny_backbone(), config)
+    first, second = backbone.transformer_layers
+    frozen = [w for norm in (backbone.embeddings_layer_norm, first._self_attention_layer_norm,
+                             first._feedforward_layer_norm) for w in norm.weights]
+    trained_norms = [w for norm in (second._self_attention_layer_norm,
+                                    second._feedforward_layer_norm) for w in norm.weights]
+    trainable = {id(w) for w in backbone.trainable_weights}
+    self.assertEqual(({id(w) for w in frozen} & trainable, len(frozen)), (set(), 6))
+    self.assertContainsSubset({id(w) for w in trained_norms}, trainable)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(backbone(testing.tiny_inputs())["sequence_output"] ** 2)
+    self.assertNotIn(None, tape.gradient(loss, [w.value for w in backbone.trainable_weights]))
+    d, m = 16, 4  # Two adapters (2·m·d + d + m each) and two LayerNorms (2·d each).
+    parameters = sum(int(np.prod(w.shape)) for w in backbone.trainable_weights)
+    self.assertEqual(parameters, 2 * (2 * m * d + d + m) + 2 * 2 * d)
+    bert = ka.AdaptedBert(hub_testing.tiny_hub_handle(), adapter_config=config)
+    self.assertEqual(parameters, sum(int(np.prod(w.shape)) for w in bert.trainable_weights))
+
   def test_merge_gives_the_blocks_their_projections_back(self):
     backbone = kak.adapt(testing.tiny_backbone(), kak.IA3Config())
     self.assertEqual(kak.merge(backbone), 6)
