@@ -557,11 +557,15 @@ def _record(rows, tasks):
 
 
 def _check_flags():
+  # Every unknown value at once, on one line: all of them fixed before the next try.
+  problems = []
   for name, allowed in (("shapes", SHAPES), ("methods", METHODS), ("libraries", LIBRARIES),
                         ("seq_lengths", [str(n) for n in BATCH_OF_LENGTH])):
     unknown = sorted(set(FLAGS[name].value) - set(allowed))
     if unknown:
-      raise app.UsageError(f"--{name} takes {', '.join(map(str, allowed))}; got {unknown}.")
+      problems.append(f"--{name} takes {', '.join(map(str, allowed))}; got {unknown}.")
+  if problems:
+    raise app.UsageError(" ".join(problems))
   if "adapterhub" in FLAGS.libraries and not os.path.exists(FLAGS.peer_python):
     raise app.UsageError(
         f"AdapterHub's venv is not at --peer_python={FLAGS.peer_python}. Install it with "
