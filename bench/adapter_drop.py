@@ -8,9 +8,9 @@ default base's 6; scaled to a deeper base: 0, 2, 4, 6, 8 of BERT-base's 12), in 
 * `layer_norms_trained`: `AdapterConfig(leave_out=...)` as the library trains it, the paper's
   policy (every LayerNorm trains, the embeddings' included), so the backward pass still runs
   to the bottom and only the left-out adapters' own work is saved;
-* `layer_norms_frozen`: the same, with the LayerNorms of the left-out layers and of the
-  embeddings frozen as well (AdapterDrop's setting, where nothing below the lowest adapter
-  trains), so the backward pass stops at the lowest adapted layer.
+* `layer_norms_frozen`: the same with `freeze_below_adapters=True`, the LayerNorms of the
+  left-out layers and of the embeddings frozen as well (AdapterDrop's setting, where nothing
+  below the lowest adapter trains), so the backward pass stops at the lowest adapted layer.
 
 Training step as the library's Trainer takes it (`harness.make_train_step`) on one batch of
 random token ids. Each base runs in its own child process, every setting of it built there and
@@ -29,11 +29,8 @@ import os
 import keras_adapters  # pylint: disable=unused-import
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import re
-
 from absl import app
 from absl import flags
-import tf_keras as keras
 
 import harness
 import random_bert
@@ -45,7 +42,6 @@ _NUM_CLASSES = 2
 _DEFAULT_DEPTH = 6  # Layers of the embedded default base, which --lowest_left_out counts in.
 _BASES = ("default", "base")
 _LAYER_NORM_POLICIES = ("layer_norms_trained", "layer_norms_frozen")
-_LAYER_INDEX = re.compile(r"/layer_(\d+)/")
 
 harness.define_batch_benchmark_flags(
     steps=5, steps_help="Timed steps of each setting, taken in turns.",
@@ -64,26 +60,14 @@ FLAGS = flags.FLAGS
 _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "lowest_left_out")
 
 
-def _freeze_layer_norms_below(model, lowest_adapted):
-  """Freezes the embeddings' LayerNorm and those of the layers below `lowest_adapted`."""
-  for layer in model.submodules:
-    if isinstance(layer, keras.layers.LayerNormalization):
-      index = _LAYER_INDEX.search(layer.trainable_variables[0].name if layer.trainable_variables
-                                  else "")
-      if index is None or int(index.group(1)) < lowest_adapted:
-        layer.trainable = False
-
-
 def _step(left_out, policy):
   """The timed call of one setting (a training step on a random batch) and its model."""
-  config = adapter_config.AdapterConfig(adapter_size=harness.ADAPTER_SIZE,
-                                        leave_out=tuple(range(left_out)))
+  config = adapter_config.AdapterConfig(
+      adapter_size=harness.ADAPTER_SIZE, leave_out=tuple(range(left_out)),
+      freeze_below_adapters=policy == "layer_norms_frozen")
   model = harness.build_model(FLAGS.hub_handle, "adapters", _NUM_CLASSES,
                               seq_length=FLAGS.seq_length, adapter_config=config)
   inputs, labels = harness.random_batch(model, FLAGS.batch_size, FLAGS.seq_length, _NUM_CLASSES)
-  model(inputs)  # Builds the variables, whose names say which layer a LayerNorm is in.
-  if policy == "layer_norms_frozen":
-    _freeze_layer_norms_below(model, left_out)
   step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
   return (lambda: step(inputs, labels).numpy()), model
 
