@@ -32,8 +32,9 @@ def _config(**settings):
   return config_definitions.ExperimentConfig.from_settings(**{**values, **settings})
 
 
-# One data parallel run's numbers, in a fresh Python on JAX with `devices` host devices: a
-# tiny adapted classifier without dropout trained four steps of four examples.
+# One data parallel run's numbers, in a fresh Python on JAX with as many host devices as
+# `XLA_FLAGS` gives it: a tiny adapted classifier without dropout trained four steps of four
+# examples.
 _DATA_PARALLEL_RUN = """
 import json, keras, numpy as np
 from keras_adapters.keras3 import testing, training
@@ -51,21 +52,17 @@ try:
   refusal = None
 except Exception as error:
   refusal = str(error)
-print(json.dumps(dict(devices=len(keras.distribution.list_devices()), losses=losses,
-                      logits=logits.tolist(), refusal=refusal)))
+report = dict(devices=len(keras.distribution.list_devices()), losses=losses,
+              logits=logits.tolist(), refusal=refusal)
 """
 
-
-# A run stopped at step 7 of 8 and resumed from its checkpoint of step 6 (mid second epoch),
-# and the same run not stopped, in a fresh Python on JAX with two host devices: the tiny
-# adapted classifier with dropout, eight examples in batches of two.
+# Then, with two devices: a run stopped at step 7 of 8 and resumed from its checkpoint of
+# step 6 (mid second epoch), and the same run not stopped: the tiny adapted classifier with
+# dropout, eight examples in batches of two.
 _RESUMED_RUN = """
-import json, tempfile, numpy as np
-from keras_adapters.keras3 import testing, training
-from keras_adapters.keras3 import training_test
+import tempfile
 config = training_test._config(checkpoint_every_steps=2, batch_size=2)
 distribution = training.data_parallel(config.trainer.batch_size)
-inputs, labels = testing.tiny_inputs(batch_size=8), np.array([0, 1] * 4)
 def run(model_dir, stop_at=None):
   with training.scope(distribution):
     model = training.task_model(testing.tiny_backbone(dropout=0.1), 2, config,
@@ -81,44 +78,54 @@ stopped = run(model_dir, stop_at=7)
 recording, steps = training_test._steps_trained()
 with recording:
   resumed = run(model_dir)
-print(json.dumps(dict(stopped=stopped, resumed=resumed, resumed_steps=steps,
-                      not_stopped=run(tempfile.mkdtemp()))))
+report["resume"] = dict(stopped=stopped, resumed=resumed, resumed_steps=steps,
+                        not_stopped=run(tempfile.mkdtemp()))
 """
 
 
-def _jax_run(devices, code=_DATA_PARALLEL_RUN):
+def _jax_run(devices, code):
+  """A fresh Python on JAX with `devices` host devices running `code`, which leaves its
+  numbers in `report`: started; `_report` waits for them."""
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   environ.update(KERAS_BACKEND="jax",
                  XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, env=environ, timeout=900, check=False)
-  if result.returncode:
-    raise AssertionError(result.stderr[-3000:])
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return subprocess.Popen([sys.executable, "-c", code + "print(json.dumps(report))"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=environ)
 
 
-class DataParallelTest(tf.test.TestCase):
+def _report(child):
+  stdout, stderr = child.communicate(timeout=900)
+  if child.returncode:
+    raise AssertionError(stderr[-3000:])
+  return json.loads(stdout.strip().splitlines()[-1])
+
+
+class JaxTest(tf.test.TestCase):
+  """Data parallel training on two JAX host devices against one, and a stopped run resumed
+  on two: one Python per device count, both at once, shared by the tests."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    children = (_jax_run(2, _DATA_PARALLEL_RUN + _RESUMED_RUN), _jax_run(1, _DATA_PARALLEL_RUN))
+    cls.two, cls.one = [_report(child) for child in children]
 
   def test_two_jax_devices_train_as_one(self):
     """The same losses and outputs on two host devices (data parallel) as on one, and a
     batch the two cannot share refused in one line."""
-    two = _jax_run(2)
-    one_result = _jax_run(1)
-    self.assertEqual((two["devices"], one_result["devices"]), (2, 1))
-    self.assertLen(two["losses"], 2)
-    self.assertAllClose(two["losses"], one_result["losses"], atol=1e-5)
-    self.assertAllClose(two["logits"], one_result["logits"], atol=1e-5)
+    self.assertEqual((self.two["devices"], self.one["devices"]), (2, 1))
+    self.assertLen(self.two["losses"], 2)
+    self.assertAllClose(self.two["losses"], self.one["losses"], atol=1e-5)
+    self.assertAllClose(self.two["logits"], self.one["logits"], atol=1e-5)
     self.assertEqual(
-        two["refusal"], "batch_size=3 cannot be split evenly over the 2 JAX devices that "
+        self.two["refusal"], "batch_size=3 cannot be split evenly over the 2 JAX devices that "
         "train data parallel: give a multiple of 2, e.g. batch_size=2.")
     # One device: no distribution, and so no refusal.
-    self.assertIsNone(one_result["refusal"])
-
-
-class JaxResumeTest(tf.test.TestCase):
+    self.assertIsNone(self.one["refusal"])
 
   def test_a_stopped_jax_run_resumes_to_the_results_of_one_not_stopped(self):
-    run = _jax_run(2, _RESUMED_RUN)
+    run = self.two["resume"]
     self.assertIsNone(run["stopped"])
     self.assertEqual(run["resumed_steps"], [7, 8])
     self.assertAllClose(run["resumed"]["losses"], run["not_stopped"]["losses"], atol=1e-5)
@@ -198,38 +205,7 @@ class RefusalTest(tf.test.TestCase):
       training.run_task(spec, splits, _config(), model_dir)
 
 
-class RunTaskTest(tf.test.TestCase):
-
-  def test_a_run_scores_exports_and_its_artifact_serves_its_predictions(self):
-    """On the TensorFlow backend: the results, an artifact `kak.load_task_model` rebuilds
-    to the run's predictions, and a SavedModel that serves them from raw text."""
-    hub_handle, preprocess_handle = training_testing.tiny_handles()
-    spec, splits = task_testing.colour_task()
-    splits["unlabelled"] = task_testing.examples(5, seed=3, labelled=False, prefix="u")
-    model_dir = self.get_temp_dir()
-    export_dir = os.path.join(model_dir, "export")
-    results = training.run_task(
-        spec, splits, _config(hub_handle=hub_handle, preprocess_handle=preprocess_handle,
-                              batch_size=8),
-        model_dir, export_dir=export_dir)
-    self.assertEqual((results["keras"], results["backend"], results["devices"]),
-                     (3, "tensorflow", 1))
-    self.assertEqual(sorted(results["metrics"]), ["test", "validation"])
-    self.assertBetween(results["metrics"]["test"]["accuracy"], 0.0, 1.0)
-    self.assertLen(results["train_losses"], 2)
-    with open(os.path.join(model_dir, training.RESULTS_FILE), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["metrics"], results["metrics"])
-    predicted = results["predictions"]["unlabelled"]["values"]
-
-    loaded = kak.load_task_model(os.path.join(export_dir, "adapters"),
-                                 kak.from_tf_hub(hub_handle))
-    self.assertEqual(loaded.head_config["label_names"], task_testing.LABEL_NAMES)
-    preprocessor = kak.preprocessor_from_tf_hub(preprocess_handle)
-    features = training.tokenize(preprocessor, splits["unlabelled"])
-    self.assertEqual(np.argmax(training.predict(loaded, features), -1).tolist(), predicted)
-    served = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
-        "serving_default"](text=tf.constant(list(splits["unlabelled"].texts[0])))
-    self.assertEqual(np.argmax(served["probabilities"], -1).tolist(), predicted)
+class TokenizeTest(tf.test.TestCase):
 
   def test_pairs_of_texts_are_packed_as_two_segments(self):
     _, preprocess_handle = training_testing.tiny_handles()
@@ -264,26 +240,53 @@ def _steps_trained():
 _NOT_TRAINED = mock.patch.object(keras.Model, "fit", side_effect=AssertionError("trained"))
 
 
-class ResumeTest(tf.test.TestCase):
+class RunTaskTest(tf.test.TestCase):
   """One run of the colour task on the tiny base (18 examples in batches of 4: two epochs of
-  5 steps, a checkpoint every 3), trained once; each test stops or reruns into a copy."""
+  5 steps, a checkpoint every 3) with unlabelled examples and an export, trained once on the
+  TensorFlow backend; each test checks it, or stops or reruns into a copy."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "keras3_resume_test")
+    cls.root = os.path.join(tf.compat.v1.test.get_temp_dir(), "keras3_run_task_test")
     shutil.rmtree(cls.root, ignore_errors=True)
-    hub_handle, preprocess_handle = training_testing.tiny_handles()
+    cls.hub_handle, cls.preprocess_handle = training_testing.tiny_handles()
     cls.spec, cls.splits = task_testing.colour_task()
-    cls.config = _config(hub_handle=hub_handle, preprocess_handle=preprocess_handle,
+    cls.splits["unlabelled"] = task_testing.examples(5, seed=3, labelled=False, prefix="u")
+    cls.config = _config(hub_handle=cls.hub_handle, preprocess_handle=cls.preprocess_handle,
                          checkpoint_every_steps=3)
     cls.run_dir = os.path.join(cls.root, "run")
-    cls.results = training.run_task(cls.spec, cls.splits, cls.config, cls.run_dir)
+    cls.export_dir = os.path.join(cls.root, "export")
+    cls.results = training.run_task(cls.spec, cls.splits, cls.config, cls.run_dir,
+                                    export_dir=cls.export_dir)
 
   def _copy(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     shutil.copytree(self.run_dir, model_dir)
     return model_dir
+
+  def test_a_run_scores_exports_and_its_artifact_serves_its_predictions(self):
+    """The results, an artifact `kak.load_task_model` rebuilds to the run's predictions, and
+    a SavedModel that serves them from raw text."""
+    results = self.results
+    self.assertEqual((results["keras"], results["backend"], results["devices"]),
+                     (3, "tensorflow", 1))
+    self.assertEqual(sorted(results["metrics"]), ["test", "validation"])
+    self.assertBetween(results["metrics"]["test"]["accuracy"], 0.0, 1.0)
+    self.assertLen(results["train_losses"], 2)
+    with open(os.path.join(self.run_dir, training.RESULTS_FILE), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["metrics"], results["metrics"])
+    predicted = results["predictions"]["unlabelled"]["values"]
+
+    loaded = kak.load_task_model(os.path.join(self.export_dir, "adapters"),
+                                 kak.from_tf_hub(self.hub_handle))
+    self.assertEqual(loaded.head_config["label_names"], task_testing.LABEL_NAMES)
+    preprocessor = kak.preprocessor_from_tf_hub(self.preprocess_handle)
+    features = training.tokenize(preprocessor, self.splits["unlabelled"])
+    self.assertEqual(np.argmax(training.predict(loaded, features), -1).tolist(), predicted)
+    served = tf.saved_model.load(os.path.join(self.export_dir, "saved_model")).signatures[
+        "serving_default"](text=tf.constant(list(self.splits["unlabelled"].texts[0])))
+    self.assertEqual(np.argmax(served["probabilities"], -1).tolist(), predicted)
 
   def test_a_stopped_run_resumes_from_its_last_checkpoint_to_the_same_results(self):
     """Stopped at step 7 of 10 (mid second epoch), the rerun trains steps 7 to 10 from the
