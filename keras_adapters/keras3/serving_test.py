@@ -2,6 +2,8 @@
 task saved on Keras 3 beside one saved on Keras 2, each to the probabilities its own stack
 gives."""
 
+import os
+
 import tensorflow as tf
 
 import keras_adapters as ka
@@ -25,19 +27,21 @@ class ServingTest(tf.test.TestCase):
     cls.handle = hub_testing.tiny_hub_handle()
     cls.preprocessing = ka.PreprocessingConfig(hub_testing.tiny_preprocess_handle(), ("text",),
                                                16)
+    # A LoRA task saved on Keras 2, which no test changes.
+    cls.keras2_artifact = os.path.join(tf.compat.v1.test.get_temp_dir(), "keras2_lora_task")
+    ka.save_adapters(interop_testing.random_method_model(cls.handle, ka.LoRAConfig(r=2)),
+                     cls.keras2_artifact, label_names=["a", "b", "c"],
+                     preprocessing=cls.preprocessing)
 
   def _probabilities(self, export_dir, **signature_inputs):
     served = tf.saved_model.load(export_dir).signatures["serving_default"]
     return served(**signature_inputs)["probabilities"].numpy()
 
   def test_a_keras2_task_exported_from_keras3_serves_its_probabilities(self):
-    artifact = self.create_tempdir().full_path
-    ka.save_adapters(interop_testing.random_method_model(self.handle, ka.LoRAConfig(r=2)),
-                     artifact, label_names=["a", "b", "c"], preprocessing=self.preprocessing)
     keras2_export = self.create_tempdir().full_path
-    ka.export_task_from_artifact(artifact, keras2_export)
+    ka.export_task_from_artifact(self.keras2_artifact, keras2_export)
 
-    model = kak.load_task_model(artifact,
+    model = kak.load_task_model(self.keras2_artifact,
                                 cross_stack_testing.backbone_of_hub_encoder(self.handle))
     keras3_export = self.create_tempdir().full_path
     serving.export_task(model, keras3_export)
@@ -47,10 +51,6 @@ class ServingTest(tf.test.TestCase):
     self.assertEqual([name.decode() for name in label_names], ["a", "b", "c"])
 
   def test_export_multitask_serves_tasks_saved_on_either_stack(self):
-    keras2_artifact = self.create_tempdir().full_path
-    ka.save_adapters(interop_testing.random_method_model(self.handle, ka.LoRAConfig(r=2)),
-                     keras2_artifact, label_names=["a", "b", "c"],
-                     preprocessing=self.preprocessing)
     backbone = kak.adapt(cross_stack_testing.backbone_of_hub_encoder(self.handle),
                          kak.AdapterConfig(adapter_size=4))
     model = kak.build_classifier(backbone, 2)
@@ -65,8 +65,8 @@ class ServingTest(tf.test.TestCase):
                         label_names=["no", "yes"])
 
     multitask = self.create_tempdir().full_path
-    ka.export_multitask(self.handle, {"keras2": keras2_artifact, "keras3": keras3_artifact},
-                        multitask)
+    ka.export_multitask(
+        self.handle, {"keras2": self.keras2_artifact, "keras3": keras3_artifact}, multitask)
     signatures = tf.saved_model.load(multitask).signatures
     self.assertAllClose(signatures["keras3"](text=_TEXTS)["probabilities"].numpy(),
                         self._probabilities(keras3_export, text=_TEXTS), atol=TOLERANCE, rtol=0)
