@@ -134,6 +134,21 @@ class SavingTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(bert.adapter_config.leave_out, (0,))
     self.assertLen(bert.encoder.adapters, 2)
 
+  def test_freeze_below_adapters_round_trips_with_the_trained_part(self):
+    """AdapterDrop's training: the artifact keeps the config's field (and, as for any set,
+    every LayerNorm, the frozen ones at the base's values); the rebuilt task computes the same
+    outputs and trains the same variables."""
+    config = adapter_config.AdapterConfig(adapter_size=3, leave_out=(0,),
+                                          freeze_below_adapters=True)
+    model = self._trained(self._model(adapter_size=3, adapter_config=config))
+    path = self._save(model)
+    self.assertIn("transformer/layer_0/output_layer_norm/gamma",
+                  adapter_artifact.read_adapter_config(path)["tensors"])
+    rebuilt = saving.load_task_model(path)
+    self.assertEqual(_bert(rebuilt).adapter_config, config)
+    self.assertAllClose(rebuilt(self._inputs()), model(self._inputs()), atol=1e-6)
+    self.assertLen(rebuilt.trainable_variables, len(model.trainable_variables))
+
   def test_load_task_model_takes_a_moved_base_and_checks_it(self):
     """A base that moved is passed as base_handle; another base is refused."""
     path = self._save(self._trained())
