@@ -13,8 +13,8 @@ def apply_tuning(encoder, tuning, top_k=None, adapter_set=None, train_layer_norm
   """Sets the `trainable` flag of every sub-layer of `encoder` for a tuning policy.
 
   - `adapters`: adapters (and a method's layers: LoRA, (IA)³) and every LayerNorm (the
-    embedding one included) train; Houlsby et al.'s adapter tuning. The task head, outside
-    the encoder, trains too.
+    embedding one included; with `layer_norms_frozen_below`, those from that block up)
+    train; Houlsby et al.'s adapter tuning. The task head, outside the encoder, trains too.
   - `layer_norm`: only the LayerNorms train.
   - `top_k`: the top `top_k` Transformer blocks and the pooler train (variable fine-tuning).
   - `full`: everything trains.
