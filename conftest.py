@@ -19,11 +19,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
   os.environ["TEST_TMPDIR"] = os.path.join(
       tempfile.gettempdir(), f"absl_testing_{os.environ['PYTEST_XDIST_WORKER']}")
   # The workers already keep every core busy: each one, and the processes its tests start,
-  # takes its share of the cores instead of a thread pool per core that the others contend for.
-  _threads = str(max(1, (os.cpu_count() or 1) //
-                     int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
-  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _threads)
-  os.environ.setdefault("TF_NUM_INTEROP_THREADS", _threads)
+  # computes an op on its share of the cores instead of a thread per core that the others
+  # contend for. (Ops still run side by side: collectives need the inter-op threads.)
+  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // int(
+      os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # The tests run the CPU kernels users get: importing keras_adapters before TensorFlow, as the
