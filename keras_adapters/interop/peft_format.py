@@ -1,23 +1,26 @@
-"""The peft LoRA format, apart from any Keras: its files, names, config and refusals.
+"""peft's format, apart from any Keras and any one method: its files, names and refusals.
 
-A peft artifact (`get_peft_model(BertForSequenceClassification, LoraConfig(task_type=
+A peft artifact (`get_peft_model(BertForSequenceClassification, <Method>Config(task_type=
 "SEQ_CLS", ...)).save_pretrained(dir)`) is a folder with
 
-- `adapter_config.json`: the `LoraConfig` (`peft_type` "LORA", `r`, `lora_alpha`,
-  `use_rslora`, `target_modules` as names or a regex, `layers_to_transform`,
-  `modules_to_save`, ...) and `base_model_name_or_path`;
-- `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.lora_A.weight`
-  (`[r, in]`) and `lora_B.weight` (`[out, r]`) per wrapped module, `bert.pooler.dense`'s
-  (peft's "dense" matches it; the target `"pooler"` here) too (with `use_dora`, DoRA's
-  `lora_magnitude_vector` `[out]` too), and the classifier, saved whole (`modules_to_save`):
+- `adapter_config.json`: the method's config (`peft_type`, its own options,
+  `target_modules` as names or a regex, `layers_to_transform`, `modules_to_save`, ...) and
+  `base_model_name_or_path`;
+- `adapter_model.safetensors`: `base_model.model.bert.encoder.layer.<i>.<module>.<tensor>`
+  per wrapped module and tensor of the method, `bert.pooler.dense`'s (peft's "dense" matches
+  it; the target `"pooler"` here) too, and the classifier, saved whole (`modules_to_save`):
   `base_model.model.classifier.weight` / `.bias`.
 
 Both stacks' `load_peft` and `save_peft` (`interop.peft` on Keras 2, `keras3.interop` on
 Keras 3) use this module: it maps the library's task weight keys
-(`transformer/layer_0/query/lora/lora_a`, `head/0/kernel`) to peft's tensor names, so a
-reader only builds the model and hands over its variables by key. The method's own part,
-its `LoraConfig` options and tensor names, is its folder's `peft.py` (`methods/lora/peft.py`),
-found through the method registry.
+(`transformer/layer_0/query/<method>/<weight>`, `head/0/kernel`) to peft's tensor names, so a
+reader only builds the model and hands over its variables by key. What this module shares
+across methods is peft's shared save and load code; the method's own part, as peft's
+`tuners/<method>/`, is its folder's `peft.py`, found through the method registry: its
+`PEFT_TYPE`, `NAME` (in messages), `TENSORS` (its weights' peft names), `PLAIN_OPTIONS` (its
+config's options this library does not implement, with their plain values),
+`config_from_peft`, `config_to_peft`, and the checks `check_config(meta)` and
+`check_tensors(meta, modules, files)`, which refuse with a `ValueError`.
 """
 
 import dataclasses
@@ -25,6 +28,7 @@ import importlib
 import importlib.util
 import os
 import re
+from typing import NamedTuple
 
 import numpy as np
 from safetensors import numpy as safetensors_numpy
@@ -55,8 +59,7 @@ _PREFIX = "base_model.model."
 
 
 def _the_peft_method():
-  """The registered method peft's adapters are: its `Method` and its folder's `peft.py`
-  (`PEFT_TYPE`, `TENSORS`, `config_from_peft`, `config_to_peft`)."""
+  """The registered method peft's adapters are: its `Method` and its folder's `peft.py`."""
   found = []
   for method in registry.methods():
     module = method.config_class.__module__.rpartition(".")[0] + ".peft"
@@ -68,24 +71,26 @@ def _the_peft_method():
 
 
 _METHOD, _METHOD_PEFT = _the_peft_method()
-# A wrapped module's tensor: its full name, its block (none for the pooler's) and which
-# tensor (DoRA's magnitudes with `use_dora`, one per wrapped module).
-_LORA_TENSOR = re.compile(
+# A wrapped module's tensor of the method: its module's full name, its block (none for the
+# pooler's) and which tensor.
+_METHOD_TENSOR = re.compile(
     r"base_model\.model\.(bert\.encoder\.layer\.(\d+)\.[\w.]+|bert\.pooler\.dense)\.("
     + "|".join(re.escape(name) for name in _METHOD_PEFT.TENSORS.values()) + ")")
 # A task weight key of one of the method's weights, in a block or on the pooler.
-_LORA_KEY = re.compile(
+_METHOD_KEY = re.compile(
     rf"(?:transformer/layer_(\d+)/(\w+)|pooler_transform)/{_METHOD.name}/"
     rf"({'|'.join(_METHOD_PEFT.TENSORS)})")
+# peft's name of each of the method's weights → ours.
+_WEIGHTS = {name: weight for weight, name in _METHOD_PEFT.TENSORS.items()}
 _CLASSIFIER = ("classifier.weight", "classifier.bias")
-# peft's `init_lora_weights` that change the base weights (and their variants, "pissa_niter_16").
-_BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
-# LoraConfig options that change what the model computes, with their plain values.
-_PLAIN = {"lora_bias": False, "bias": "none", "fan_in_fan_out": False,
-          "layer_replication": None, "target_parameters": None,
-          "trainable_token_indices": None, "use_qalora": False, "use_bdlora": None,
-          "rank_pattern": {}, "alpha_pattern": {}, "alora_invocation_tokens": None,
-          "megatron_config": None}
+
+
+class Files(NamedTuple):
+  """Where an artifact's messages say a problem is: its `folder`, its `config` file's name
+  and its `weights` file's path."""
+  folder: str
+  config: str
+  weights: str
 
 
 class PeftError(errors.UsageError):
@@ -110,12 +115,12 @@ def check_default_base(meta, directory, fix):
 
 
 def num_labels(tensors):
-  """The classes of the artifact's classifier (`lora_config` checked it is whole)."""
+  """The classes of the artifact's classifier (`method_config` checked it is whole)."""
   return tensors[_PREFIX + "classifier.bias"].shape[0]
 
 
 def load_weights(variables, tensors, directory):
-  """Assigns the artifact's LoRA factors and classifier to the task's `variables` (by task
+  """Assigns the artifact's method tensors and classifier to the task's `variables` (by task
   weight key; the base's LayerNorms among them are left alone: peft keeps them frozen)."""
   names = _peft_names(variables)
   missing = sorted(set(names.values()) - set(tensors))
@@ -134,17 +139,14 @@ def load_weights(variables, tensors, directory):
 
 
 def check_savable(config, pooling, hidden_layers):
-  """Refuses a task that peft cannot load as a LoRA `BertForSequenceClassification`: another
-  method, another DoRA than peft's, another head than one dense layer on BERT's pooler
-  (`pooling`, `hidden_layers`: the head's; `None` for a model without a head)."""
+  """Refuses a task that peft cannot load as an adapted `BertForSequenceClassification`:
+  another method, a config that peft cannot represent, another head than one dense layer on
+  BERT's pooler (`pooling`, `hidden_layers`: the head's; `None` for a model without a head)."""
   if not isinstance(config, _METHOD.config_class):
     raise PeftError(f"save_peft writes {_METHOD.config_class.__name__} adapters (peft's "
                     f"{_METHOD_PEFT.PEFT_TYPE}); this model's adapter set is "
                     f"{type(config).__name__}.")
-  try:
-    _METHOD_PEFT.config_to_peft(config)
-  except ValueError as error:
-    raise PeftError(str(error)) from None
+  _checked(_METHOD_PEFT.config_to_peft, config)
   if pooling != "cls" or hidden_layers:
     raise PeftError("save_peft writes BertForSequenceClassification's head: one dense layer "
                     "on BERT's pooler. Build the model with build_classifier(..., "
@@ -153,8 +155,9 @@ def check_savable(config, pooling, hidden_layers):
 
 def changed_layer_norms_error(example):
   """The refusal of a task whose training changed the base's LayerNorms (`example`: which)."""
-  return PeftError(f"Training changed the base's LayerNorms ({example}), which a peft LoRA "
-                   "adapter cannot carry: train with train_layer_norms=False.")
+  return PeftError(f"Training changed the base's LayerNorms ({example}), which a peft "
+                   f"{_METHOD_PEFT.NAME} adapter cannot carry: train with "
+                   "train_layer_norms=False.")
 
 
 def check_output_folder(directory, overwrite):
@@ -163,8 +166,9 @@ def check_output_folder(directory, overwrite):
 
 
 def write(directory, config, num_layers, base_name, values):
-  """Writes a peft artifact of a `num_layers`-layer BERT with LoRA `config`, from the task's
-  weight `values` (NumPy, by task weight key; keys that peft does not hold are left out)."""
+  """Writes a peft artifact of a `num_layers`-layer BERT with the method's `config`, from the
+  task's weight `values` (NumPy, by task weight key; keys that peft does not hold are left
+  out)."""
   names = _peft_names(values)
   tensors = {names[key]: np.ascontiguousarray(values[key].T) for key in names}
   meta = _peft_config(config, num_layers, base_name)
@@ -187,10 +191,10 @@ def base_model_name(handle, given):
 
 
 def _peft_names(keys):
-  """Our task weight key → peft's tensor name, for the LoRA factors and the classifier."""
+  """Our task weight key → peft's tensor name, for the method's weights and the classifier."""
   names = {}
   for key in keys:
-    match = _LORA_KEY.fullmatch(key)
+    match = _METHOD_KEY.fullmatch(key)
     if match:
       layer, target, weight = match.groups()
       names[key] = (f"{_PREFIX}{module_name(target or projections.POOLER, layer)}."
@@ -210,7 +214,7 @@ def module_name(target, layer):
 
 
 def module_names(config, num_layers):
-  """BERT's module names that `config` (a `LoRAConfig`) puts LoRA on, as peft names them."""
+  """BERT's module names that `config` (the method's) adapts, as peft names them."""
   return sorted(module_name(target, layer) for target in config.target_modules
                 for layer in ([None] if target == projections.POOLER else
                               [i for i in range(num_layers) if i not in config.leave_out]))
@@ -224,23 +228,56 @@ def _target_of(module):
   return {m: t for t, m in _MODULES.items()}.get(inner)
 
 
-def lora_config(meta, tensors, directory, base_layers, base_argument):
-  """The `LoRAConfig` of a peft config, with the wrapped modules read from the tensors and
+def method_config(meta, tensors, directory, base_layers, base_argument):
+  """The method's config of a peft config, with the wrapped modules read from the tensors and
   checked against the config. `base_layers(config)` gives the base's number of layers: it
   is asked last, with the config read so far (all but `leave_out`), so that a reader can
   refuse the config before it builds the base. `base_argument` is the reader's argument that
   gives the base."""
+  name = _METHOD_PEFT.NAME
   if meta.get("peft_type") != _METHOD_PEFT.PEFT_TYPE:
-    raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; LoRA "
+    raise PeftError(f"{directory!r} is a peft {meta.get('peft_type')!r} adapter; {name} "
                     f"(peft_type {_METHOD_PEFT.PEFT_TYPE!r}) is supported here.")
   if meta.get("task_type") != "SEQ_CLS":
     raise PeftError(f"{directory!r} adapts a {meta.get('task_type')!r} model; sequence "
                     "classification (task_type 'SEQ_CLS') is supported here.")
-  for option, plain in _PLAIN.items():
+  for option, plain in _METHOD_PEFT.PLAIN_OPTIONS.items():
     if meta.get(option, plain) not in (plain, None) or (plain is None and meta.get(option)):
       raise PeftError(f"The adapter uses peft's {option}={meta[option]!r}, which this library "
-                      f"does not implement; convert a plain LoRA adapter ({option}={plain!r}).")
-  _check_init(meta.get("init_lora_weights"))
+                      f"does not implement; convert a plain {name} adapter "
+                      f"({option}={plain!r}).")
+  _checked(_METHOD_PEFT.check_config, meta)
+  _check_classifier(tensors, directory)
+  modules, layers, pooler = _method_modules(meta, tensors, directory)
+  targets = set().union(*layers.values()) if layers else set()
+  uneven = [layer for layer, found in layers.items() if found != targets]
+  if not layers or uneven:
+    raise PeftError(f"{directory!r} has {name} on {sorted(targets | pooler) or 'no module'}"
+                    + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
+                    + "; this library applies one set of target modules to every layer.")
+  try:
+    config = _METHOD_PEFT.config_from_peft(meta, targets | pooler)
+  except (KeyError, ValueError) as error:
+    raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
+  _checked(_METHOD_PEFT.check_tensors, meta, modules,
+           Files(directory, CONFIG_FILE, f"{directory}/{WEIGHTS_FILE}"))
+  # The layers without the method's tensors, the last ones too: the base says how many it has.
+  num_layers = base_layers(config)
+  if max(layers) >= num_layers:
+    raise PeftError(f"{directory!r} has {name} in layer {max(layers)}; the base has "
+                    f"{num_layers} layers. Pass its own base as {base_argument}.")
+  return dataclasses.replace(
+      config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
+
+
+# Its name from when peft's format read one method's adapters only; both stacks' readers
+# call it so.
+lora_config = method_config
+
+
+def _check_classifier(tensors, directory):
+  """Refuses an artifact without a whole classifier, or with one whose weight and bias
+  disagree."""
   missing = [name for name in _CLASSIFIER if _PREFIX + name not in tensors]
   if missing:
     raise PeftError(f"{directory!r} holds no classifier ({_PREFIX}{missing[0]}): save the "
@@ -251,86 +288,45 @@ def lora_config(meta, tensors, directory, base_layers, base_argument):
                     f"{list(weight.shape)} (a row per class) but whose bias has shape "
                     f"{list(bias.shape)}: the two disagree, so the file was edited or mixed "
                     "from two adapters. Save the adapter again with peft's save_pretrained.")
-  layers, pooler = {}, set()
+
+
+def _method_modules(meta, tensors, directory):
+  """The method's tensors by module (`{"<prefix><module>": {weight: array}}`), our targets
+  they wrap by block and on the pooler, after refusing a tensor that is neither the method's
+  on a module here that the config wraps nor the classifier's."""
+  modules, layers, pooler = {}, {}, set()
   for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name)
-    if match and match.group(3) == "lora_magnitude_vector" and meta.get("use_dora") is not True:
-      raise PeftError(f"{directory!r} holds DoRA's {name!r}, but its config says use_dora="
-                      f"{meta.get('use_dora')!r}: peft would not load it. Save the adapter "
-                      "again with peft.")
+    match = _METHOD_TENSOR.fullmatch(name)
     if match:
-      module, layer, _ = match.groups()
+      module, layer, weight = match.groups()
       target = _target_of(module)
       if target is None:
-        raise PeftError(f"{name!r}: LoRA on BERT's {module!r} has no equivalent here (the "
-                        f"encoder blocks' {sorted(_MODULES.values())} and "
-                        f"{_POOLER_MODULE!r} do).")
+        raise PeftError(f"{name!r}: {_METHOD_PEFT.NAME} on BERT's {module!r} has no "
+                        f"equivalent here (the encoder blocks' {sorted(_MODULES.values())} "
+                        f"and {_POOLER_MODULE!r} do).")
       if not _peft_targets(meta, module, None if layer is None else int(layer)):
         raise PeftError(
             f"{directory!r} holds {name!r}, but its config's target_modules="
             f"{meta.get('target_modules')!r} (layers_to_transform="
             f"{meta.get('layers_to_transform')!r}) does not wrap that module: peft would "
             "ignore the tensor. Save the adapter again with peft.")
+      modules.setdefault(_PREFIX + module, {})[_WEIGHTS[weight]] = tensors[name]
       if layer is None:
         pooler.add(target)
       else:
         layers.setdefault(int(layer), set()).add(target)
     elif not name.startswith(_PREFIX + "classifier."):
-      raise PeftError(f"{directory!r} holds {name!r}, which is not LoRA on BERT's encoder "
-                      "blocks, its pooler or the classifier.")
-  lacking = [name for name in sorted(tensors) if meta.get("use_dora") is True
-             and name.endswith(".lora_A.weight") and _LORA_TENSOR.fullmatch(name)
-             and name.replace("lora_A.weight", "lora_magnitude_vector") not in tensors]
-  if lacking:
-    raise PeftError(f"{directory!r} says use_dora=True but holds no DoRA magnitude "
-                    f"(lora_magnitude_vector) beside {lacking[0]!r}: the file is incomplete or "
-                    "from a plain LoRA adapter. Save the adapter again with peft.")
-  targets = set().union(*layers.values()) if layers else set()
-  uneven = [layer for layer, found in layers.items() if found != targets]
-  if not layers or uneven:
-    raise PeftError(f"{directory!r} has LoRA on {sorted(targets | pooler) or 'no module'}"
-                    + (f" but not on all of them in layers {sorted(uneven)}" if uneven else "")
-                    + "; this library applies one set of target modules to every layer.")
+      raise PeftError(f"{directory!r} holds {name!r}, which is not {_METHOD_PEFT.NAME} on "
+                      "BERT's encoder blocks, its pooler or the classifier.")
+  return modules, layers, pooler
+
+
+def _checked(check, *args):
+  """`check(*args)`, one of the method's, with its `ValueError` as a `PeftError`."""
   try:
-    config = _METHOD_PEFT.config_from_peft(meta, targets | pooler)
-  except (KeyError, ValueError) as error:
-    raise PeftError(f"The peft config of {directory!r} cannot be reproduced: {error}") from None
-  _check_ranks(config.r, tensors, directory)
-  # The layers without LoRA tensors, the last ones too: the base says how many it has.
-  num_layers = base_layers(config)
-  if max(layers) >= num_layers:
-    raise PeftError(f"{directory!r} has LoRA in layer {max(layers)}; the base has "
-                    f"{num_layers} layers. Pass its own base as {base_argument}.")
-  return dataclasses.replace(
-      config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
-
-
-def _check_init(init):
-  """Refuses peft's `init_lora_weights` that rewrite the base weights when the adapter is
-  made: such an adapter only fits that rewritten base, which this library does not have
-  (peft itself rebuilds it)."""
-  if isinstance(init, str) and init.lower().startswith(_BASE_REWRITING_INITS):
-    raise PeftError(
-        f"The adapter's init_lora_weights={init!r} rewrites the base weights (PiSSA, OLoRA, "
-        "CorDA and LoftQ subtract their start from them), so it fits that rewritten base "
-        "only. Save it as a plain LoRA with peft's save_pretrained(..., "
-        "path_initial_model_for_weight_conversion=<the adapter saved before training>) and "
-        "load that (LoftQ has no such conversion).")
-
-
-def _check_ranks(rank, tensors, directory):
-  """Refuses LoRA tensors whose rank is not the config's `r` (A is `[r, in]`, B `[out, r]`)."""
-  for name in sorted(tensors):
-    match = _LORA_TENSOR.fullmatch(name)
-    if not match or match.group(3) == "lora_magnitude_vector":
-      continue
-    shape = tensors[name].shape
-    found = shape[0] if match.group(3) == "lora_A.weight" else shape[-1]
-    if len(shape) != 2 or found != rank:
-      raise PeftError(
-          f"'{directory}/{WEIGHTS_FILE}' holds {name!r} of shape {list(shape)}, rank {found}, "
-          f"but its {CONFIG_FILE} says r={rank}: the config and the weights disagree (one "
-          "edited, or from two adapters). Save the adapter again with peft's save_pretrained.")
+    return check(*args)
+  except ValueError as error:
+    raise PeftError(str(error)) from None
 
 
 def _peft_targets(meta, module, layer):
@@ -358,7 +354,7 @@ def _peft_targets(meta, module, layer):
 
 
 def _peft_config(config, num_layers, base_name):
-  """peft's `LoraConfig` dict of `config` on a `num_layers`-layer BERT."""
+  """peft's config dict of the method's `config` on a `num_layers`-layer BERT."""
   kept = [i for i in range(num_layers) if i not in config.leave_out]
   modules = [_MODULES[t] for t in config.target_modules if t != projections.POOLER]
   pooled = projections.POOLER in config.target_modules
@@ -376,7 +372,7 @@ def _peft_config(config, num_layers, base_name):
                     + "|".join(re.escape(m) for m in modules) + ")"
                     + ("|" + re.escape(_POOLER_MODULE)) * pooled)
   return dict(
-      {option: value for option, value in _PLAIN.items()},
+      _METHOD_PEFT.PLAIN_OPTIONS,
       **_METHOD_PEFT.config_to_peft(config), task_type="SEQ_CLS", peft_version=PEFT_VERSION,
       base_model_name_or_path=base_name, target_modules=target_modules,
       layers_to_transform=None, layers_pattern=None, modules_to_save=["classifier", "score"],
