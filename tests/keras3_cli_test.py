@@ -8,7 +8,6 @@ clash with run_classification's here)."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from unittest import mock
@@ -87,16 +86,12 @@ class Keras3CliTest(tf.test.TestCase):
                *self._argv(model_dir, "--backend=jax", "--adapter_size=4", "--epochs=3",
                            "--batch_size=2", "--checkpoint_every_steps=1")[1:]]
     environ = _environ(XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    child = subprocess.Popen(command, cwd=_REPO_ROOT, env=environ, text=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    self.addCleanup(child.kill)
     checkpoint = os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)
-    stderr = interruption_testing.sigterm_after_checkpoint(child, checkpoint, timeout=600)
-    self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
-    self.assertNotIn("Traceback", stderr)
-    self.assertEqual(stderr.strip().splitlines()[-1], "run_classification.py: Stopped by "
-                     "SIGTERM; what was saved is kept: rerun the same command to continue.")
-    self.assertTrue(os.path.exists(checkpoint))
+    self.assertEqual(
+        interruption_testing.stopped_by_sigterm(self, command, checkpoint, timeout=600,
+                                                cwd=_REPO_ROOT, env=environ),
+        "run_classification.py: Stopped by SIGTERM; what was saved is kept: rerun the same "
+        "command to continue.")
     self.assertFalse(os.path.exists(os.path.join(model_dir, "results.json")))
 
     resumed = subprocess.run(command, cwd=_REPO_ROOT, env=environ, capture_output=True,
@@ -160,16 +155,12 @@ class Keras3GlueTest(tf.test.TestCase):
                f"--preprocess_handle={preprocess_handle}",
                f"--max_seq_length={training_testing.SEQ_LENGTH}", "--adapter_size=4",
                "--epochs=20", "--batch_size=2", "--checkpoint_every_steps=1"]
-    child = subprocess.Popen(command, cwd=_REPO_ROOT, env=_environ(), text=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    self.addCleanup(child.kill)
     checkpoint = os.path.join(model_dir, "mrpc", "run", checkpoints.CHECKPOINT_FILE)
-    stderr = interruption_testing.sigterm_after_checkpoint(child, checkpoint, timeout=600)
-    self.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
-    self.assertNotIn("Traceback", stderr)
-    self.assertEqual(stderr.strip().splitlines()[-1], "run_glue.py: Stopped by SIGTERM; what "
-                     "was saved is kept: rerun the same command to continue.")
-    self.assertTrue(os.path.exists(checkpoint))
+    self.assertEqual(
+        interruption_testing.stopped_by_sigterm(self, command, checkpoint, timeout=600,
+                                                cwd=_REPO_ROOT, env=_environ()),
+        "run_glue.py: Stopped by SIGTERM; what was saved is kept: rerun the same command to "
+        "continue.")
     self.assertFalse(os.path.exists(os.path.join(model_dir, "stsb")))
 
     resumed = subprocess.run(command, cwd=_REPO_ROOT, env=_environ(), capture_output=True,

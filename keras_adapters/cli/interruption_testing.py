@@ -3,6 +3,7 @@ checkpoint is written, as a scheduler stops a job mid-training."""
 
 import os
 import signal
+import subprocess
 import time
 
 
@@ -16,3 +17,17 @@ def sigterm_after_checkpoint(child, checkpoint, timeout):
   child.send_signal(signal.SIGTERM)
   _, stderr = child.communicate(timeout=timeout)
   return stderr
+
+
+def stopped_by_sigterm(test, command, checkpoint, timeout, **popen_options):
+  """Starts `command`, stops it by SIGTERM once `checkpoint` exists and checks, through `test`
+  (a `unittest.TestCase`), that it ended with status 143, no traceback and `checkpoint` kept;
+  returns the last line it printed on stderr (its one-line message)."""
+  child = subprocess.Popen(command, text=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, **popen_options)
+  test.addCleanup(child.kill)
+  stderr = sigterm_after_checkpoint(child, checkpoint, timeout)
+  test.assertEqual(child.returncode, 128 + signal.SIGTERM, stderr[-3000:])
+  test.assertNotIn("Traceback", stderr)
+  test.assertTrue(os.path.exists(checkpoint))
+  return stderr.strip().splitlines()[-1]
