@@ -36,7 +36,9 @@ def train_export_and_serve(test, root, num_train, batch_size, score=True, **shap
   preprocessing, the export, the texts and the served probabilities."""
   # The cached export, read only: a copy of BERT-large's would write 1.2 GB more.
   encoder = hub_testing.tiny_hub_encoder(max_sequence_length=_LENGTH, **shape)
-  preprocess = hub_testing.tiny_preprocess_handle(_LENGTH)
+  # The suite's shared preprocessing, whose own default length is short: the task packs to
+  # max_seq_length through `bert_pack_inputs`, as with a Hub BERT's preprocessing (128).
+  preprocess = hub_testing.tiny_preprocess_handle()
   spec, _ = testing.colour_task()
   # One evaluated split at most: each is scored by a function traced for it, which at
   # BERT-large's depth costs more than the steps; a validation split takes the same path.
