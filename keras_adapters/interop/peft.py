@@ -54,7 +54,7 @@ def load_peft(directory, base_handle=None):
     peft_format.check_default_base(meta, directory, _BASE_FIX)
     base_handle = default_model.default_hub_handle()
   # Read once: AdaptedBert reads the same base from the cache of read_hub_encoder.
-  config = peft_format.lora_config(
+  config = peft_format.method_config(
       meta, tensors, directory,
       lambda _: hub_encoder.read_hub_encoder(base_handle).config["num_layers"],
       "base_handle")

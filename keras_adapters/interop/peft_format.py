@@ -270,10 +270,6 @@ def method_config(meta, tensors, directory, base_layers, base_argument):
       config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
 
 
-# Its name from when peft's format read one method's adapters only; both stacks' readers
-# call it so.
-lora_config = method_config
-
 
 def _check_classifier(tensors, directory):
   """Refuses an artifact without a whole classifier, or with one whose weight and bias

@@ -63,7 +63,7 @@ def load_peft(directory, backbone=None):
     _check_keras3_config(config, directory, peft_format.PeftError, "keras_adapters.load_peft")
     return len(base.get().transformer_layers)
 
-  config = peft_format.lora_config(meta, tensors, directory, base_layers, "backbone")
+  config = peft_format.method_config(meta, tensors, directory, base_layers, "backbone")
   backbone = adapt(base.get(), config)
   model = artifacts.build_classifier(backbone, peft_format.num_labels(tensors), pooling="cls")
   peft_format.load_weights(artifacts.task_weights(model), tensors, directory)
