@@ -2,7 +2,9 @@
 
 Each measured setup runs in its own child Python process, so that its peak resident memory
 (`ru_maxrss`, which only ever grows) belongs to that setup alone and no setup warms caches or
-allocators for the next. A child prints one JSON object as its last line of stdout.
+allocators for the next. A child prints one JSON object as its last line of stdout. The fast
+tests, whose runs are not timings, take the children without a peak memory in the script's own
+process instead (`run_timing_child`, `--nochild_processes`).
 """
 
 import os
@@ -304,6 +306,37 @@ def run_child(script: str, child: str, flag_values: Mapping[str, Any],
     raise RuntimeError(f"Child {child!r} exited with status {process.returncode}:\n"
                        f"{process.stderr[-4000:]}")
   return json.loads(lines[-1])
+
+
+def define_child_processes_flag() -> None:
+  """Defines `--child_processes`, which `run_timing_child` reads."""
+  flags.DEFINE_bool(
+      "child_processes", True,
+      "Take each measurement in a fresh child process, as every recorded run does; false "
+      "(for the fast tests, whose runs are not timings): the measurements without a peak "
+      "memory run in this process, each saving a Python and TensorFlow start.")
+
+
+def run_timing_child(script: str, child: str, flag_values: Mapping[str, Any],
+                     measure: Callable[[], Mapping[str, Any]],
+                     env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+  """`run_child(script, child, flag_values, env)`; with `--child_processes=false` and no
+  `env`, `measure()` in this process instead, with `flag_values` set as the child would parse
+  them, its result passed through JSON as a child's is.
+
+  Only for a child whose figures are times or sizes: a peak memory needs its own process.
+  """
+  if flags.FLAGS.child_processes or env:
+    return run_child(script, child, flag_values, env)
+  given = {name: value for name, value in flag_values.items() if value is not None}
+  before = {name: flags.FLAGS[name].value for name in given}
+  try:
+    for name, value in given.items():
+      flags.FLAGS[name].parse(str(value))  # As `run_child` writes it on the command line.
+    return json.loads(json.dumps(measure()))
+  finally:
+    for name, value in before.items():
+      flags.FLAGS[name].value = value
 
 
 def report_to_parent(result: Mapping[str, Any]) -> None:

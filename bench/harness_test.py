@@ -3,6 +3,7 @@
 import json
 import textwrap
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -52,6 +53,24 @@ def test_run_child_raises_with_the_child_stderr(tmp_path):
   script.write_text("import sys\nsys.exit('out of memory')\n")
   with pytest.raises(RuntimeError, match="status 1:\nout of memory"):
     harness.run_child(str(script), "train:full", {})
+
+
+def test_run_timing_child_measures_here_when_asked_with_the_flags_a_child_parses(
+    tmp_path, monkeypatch):
+  values = flags.FlagValues()
+  flags.DEFINE_bool("child_processes", False, "", flag_values=values)
+  flags.DEFINE_integer("steps", 1, "", flag_values=values)
+  values(["bench.py"])
+  monkeypatch.setattr(harness.flags, "FLAGS", values)
+  missing = str(tmp_path / "missing.py")  # A child would fail: there is no script.
+  measured = harness.run_timing_child(missing, "times", {"steps": 3, "hub_handle": None},
+                                      lambda: {1: values.steps})
+  assert measured == {"1": 3} and values.steps == 1  # Through JSON; the flag put back.
+  # A child with its own environment, or every child when asked, runs in its own process.
+  for env, child_processes in ((dict(ONEDNN_MAX_CPU_ISA="AVX2"), False), (None, True)):
+    values.child_processes = child_processes
+    with pytest.raises(RuntimeError, match="Child 'times' exited"):
+      harness.run_timing_child(missing, "times", {}, dict, env)
 
 
 def test_write_record_adds_how_it_was_made(tmp_path):

@@ -100,6 +100,7 @@ flags.DEFINE_integer("infer_steps", 15, "Timed forward passes per inference setu
 flags.DEFINE_integer("warmup_steps", 3, "Untimed calls first, per setup and round (ours trace "
                      "the graph in the first).", lower_bound=0)
 harness.define_peer_flags()
+harness.define_child_processes_flag()
 flags.DEFINE_string("hub_handle", None,
                     "TF Hub BERT encoder; default: the embedded all-MiniLM-L6-v2, the peers' "
                     "model.")
@@ -360,7 +361,7 @@ def main(argv):
   rounds = []
   try:
     print("Making the LoRA task and its SavedModels...", flush=True)
-    exports = harness.run_child(script, "export", forwarded)
+    exports = harness.run_timing_child(script, "export", forwarded, _export)
     for number in range(1, FLAGS.rounds + 1):
       train = {}
       print(f"[round {number}/{FLAGS.rounds}] training step, ours...", flush=True)
@@ -370,7 +371,7 @@ def main(argv):
         train[library] = _measure_peer(library)
       rounds.append(dict(train=train, ratios=round_ratios(train)))
     print("Inference, every setup in turns...", flush=True)
-    infer = harness.run_child(script, "infer", forwarded)
+    infer = harness.run_timing_child(script, "infer", forwarded, _measure_infer)
   finally:
     shutil.rmtree(FLAGS.work_dir, ignore_errors=True)
   peer_foreign = [r["train"][library]["foreign_cpu_cores"]["mean"]

@@ -52,7 +52,8 @@ def test_tiny_run_times_every_setup_and_records_ratios_and_differences(tmp_path)
       [sys.executable, _SCRIPT, f"--hub_handle={hub_handle}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--infer_steps=1", "--warmup_steps=0", "--seq_length=16", "--precision=bfloat16"],
+       "--infer_steps=1", "--warmup_steps=0", "--seq_length=16", "--precision=bfloat16",
+       "--nochild_processes"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
