@@ -47,6 +47,7 @@ harness.define_batch_benchmark_flags(
     steps=5, steps_help="Timed steps of each setting, taken in turns.",
     output_name="adapter_drop.json", child_help="time every setting of one base and print its "
     "JSON.")
+harness.define_child_processes_flag()
 flags.DEFINE_list("bases", list(_BASES), f"Bases to measure, of {list(_BASES)} (base: "
                   "BERT-base's shape, random weights).")
 flags.DEFINE_list("lowest_left_out", ["0", "1", "2", "3", "4"],
@@ -116,8 +117,9 @@ def main(argv):
       print(f"Exporting a random {base} encoder with the Model Garden's exporter...", flush=True)
       random_bert.export(base, handles[base])
     print(f"Timing {base}: every setting in turns...", flush=True)
-    rows = harness.run_child(os.path.abspath(__file__), "times",
-                             dict(forwarded, hub_handle=handles[base]))["rows"]
+    rows = harness.run_timing_child(os.path.abspath(__file__), "times",
+                                    dict(forwarded, hub_handle=handles[base]),
+                                    lambda: dict(rows=_measure()))["rows"]
     measurements += [dict(row, base=base) for row in _with_ratios(rows)]
   record = dict(benchmark="adapter_drop", machine=harness.machine_info(),
                 settings=dict(forwarded, bases=FLAGS.bases, adapter_size=harness.ADAPTER_SIZE,
