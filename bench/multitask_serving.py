@@ -88,6 +88,7 @@ harness.define_batch_benchmark_flags(
     child_help="measure `load:<multitask|single>`, `times` or `adapter_drop` and print its "
     "JSON.")
 flags.FLAGS.set_default("batch_size", 64)
+harness.define_child_processes_flag()
 flags.DEFINE_list("tasks", None,
                   "Served tasks as name=artifact_folder pairs; default: --num_tasks tasks with "
                   "random weights on the base.")
@@ -540,7 +541,8 @@ def main(argv):
       cold_load[layout] = harness.run_child(os.path.abspath(__file__), f"load:{layout}",
                                             forwarded)
     print("Timing the mixed batch, every layout in turns...", flush=True)
-    latency = harness.run_child(os.path.abspath(__file__), "times", forwarded)
+    latency = harness.run_timing_child(os.path.abspath(__file__), "times", forwarded,
+                                       _measure_times)
     record = dict(
         benchmark="multitask_serving", machine=harness.machine_info(),
         settings=dict(forwarded, num_tasks=len(plan["tasks"]),
@@ -550,8 +552,8 @@ def main(argv):
       record["task_scaling"] = _measure_task_scaling(FLAGS.work_dir)
     if FLAGS.adapter_drop:
       print("Measuring AdapterDrop...", flush=True)
-      record["adapter_drop"] = harness.run_child(os.path.abspath(__file__), "adapter_drop",
-                                                 forwarded)
+      record["adapter_drop"] = harness.run_timing_child(
+          os.path.abspath(__file__), "adapter_drop", forwarded, _measure_adapter_drop)
   finally:
     if temporary:
       shutil.rmtree(FLAGS.work_dir, ignore_errors=True)

@@ -28,7 +28,7 @@ def test_tiny_run_measures_every_layout_and_adapter_drop(tmp_path):
        f"--preprocess_handle={preprocess_handle}", f"--artifact={artifact}",
        f"--output={output}", f"--work_dir={tmp_path / 'work'}", "--num_tasks=2",
        "--batch_size=7", "--seq_length=16", "--steps=1", "--warmup_steps=0",
-       "--max_test_examples=10", "--scaling_methods="],
+       "--max_test_examples=10", "--scaling_methods=", "--nochild_processes"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
