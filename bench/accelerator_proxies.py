@@ -53,6 +53,7 @@ harness.define_batch_benchmark_flags(
     steps=10, steps_help="Timed training steps per setup, taken in turns with the other "
     "setups.", output_name="accelerator_proxies.json",
     child_help="time every setup in turns and print the JSON.")
+harness.define_child_processes_flag()
 
 FLAGS = flags.FLAGS
 
@@ -105,7 +106,8 @@ def main(argv):
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   print(f"Timing training steps: {', '.join(SETUPS)} in turns...", flush=True)
   # A child of its own, as the other benchmarks: this process has loaded the default model.
-  times = harness.run_child(os.path.abspath(__file__), "times", forwarded)
+  times = harness.run_timing_child(os.path.abspath(__file__), "times", forwarded,
+                                   _measure_times)
   baseline = times[_BASELINE]["median_ms"]
   record = dict(
       benchmark="accelerator_proxies",

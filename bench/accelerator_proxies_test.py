@@ -14,7 +14,8 @@ def test_times_every_setup_in_turns_against_float32(tmp_path):
   output = tmp_path / "accelerator_proxies.json"
   process = subprocess.run(
       [sys.executable, _SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--steps=2",
-       "--warmup_steps=1", "--batch_size=2", "--seq_length=16", f"--output={output}"],
+       "--warmup_steps=1", "--batch_size=2", "--seq_length=16", f"--output={output}",
+       "--nochild_processes"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-3000:]
   record = json.loads(output.read_text())
