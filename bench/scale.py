@@ -130,6 +130,7 @@ flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "scale.json"),
 flags.DEFINE_string("child", None, "Internal: what this process measures.")
 flags.DEFINE_string("row", None, "Internal: the row a child measures (JSON).")
 harness.define_peer_flags()
+harness.define_child_processes_flag()
 
 FLAGS = flags.FLAGS
 
@@ -329,7 +330,8 @@ def _measure(row):
   if row["mode"] == "train":
     return dict(row, **_stopped_or_measured(
         harness.run_child(script, "train", _child_args(row), env["ours"])))
-  both = harness.run_child(script, "infer", _child_args(row), env["ours"])
+  both = harness.run_timing_child(script, "infer", _child_args(row), lambda: _infer_child(row),
+                                  env["ours"])
   return [dict(row, method=method, step_ms=both[setup])
           for method, setup in (("plain", _PLAIN), ("adapters", "adapters"))]
 
@@ -348,7 +350,8 @@ def _measure_tasks(number):
   """The many-tasks table's row of `number` tasks: export, then load and serve, fresh processes."""
   row = dict(num_tasks=number, batch=32, isa=FLAGS.isa)
   script = os.path.abspath(__file__)
-  exported = harness.run_child(script, "tasks_export", _child_args(row))
+  exported = harness.run_timing_child(script, "tasks_export", _child_args(row),
+                                      lambda: _tasks_export_child(row))
   loaded = harness.run_child(script, "tasks_load", _child_args(row))
   loaded.update(harness.run_child(script, "tasks_session", _child_args(row)))
   artifact_mb = _folder_mb(os.path.join(FLAGS.work_dir, "tasks", "artifacts", "task0"))
