@@ -41,6 +41,7 @@ harness.define_batch_benchmark_flags(
     steps=5, steps_help="Timed calls of each setup in each round.",
     output_name="keras3_speed.json", child_help="measure the Keras 2 path and print its JSON.")
 harness.define_peer_flags()
+harness.define_child_processes_flag()
 flags.DEFINE_integer("rounds", 3, "Rounds of every stack.", lower_bound=1)
 
 FLAGS = flags.FLAGS
@@ -72,7 +73,7 @@ def _round(forwarded, with_peers, default_base):
   """Every stack once, each in a fresh process: stack → (what → median ms, trainable)."""
   script = os.path.abspath(__file__)
   results = {}
-  keras2 = harness.run_child(script, "keras2", forwarded)
+  keras2 = harness.run_timing_child(script, "keras2", forwarded, _measure_keras2)
   results["keras2"] = ({what: _median_ms(keras2["seconds"][what]) for what in _WHATS},
                        keras2["trainable_params"])
   for backend in _KERAS3_BACKENDS:

@@ -1,7 +1,7 @@
 """Fast test of bench/keras3_speed.py: no timing, only what it runs and records.
 
-One whole run on the tiny test encoder: our Keras 2 path, Keras 3 on JAX and on TensorFlow,
-each in its own process, and a stand-in for the peers' Python answering as
+One whole run on the tiny test encoder: our Keras 2 path (in the script's own process:
+`--nochild_processes`), Keras 3 on JAX and on TensorFlow, each in its own process, and a stand-in for the peers' Python answering as
 bench/peer_step.py prints (fixed step times).
 """
 
@@ -35,7 +35,7 @@ def _fake_peer(folder):
   return python
 
 
-def test_tiny_run_times_every_stack_in_its_own_process_and_records_the_ratios(tmp_path):
+def test_tiny_run_times_every_stack_and_records_the_ratios(tmp_path):
   peer_dir = tmp_path / "peer"
   peer_dir.mkdir()
   python = _fake_peer(peer_dir)
@@ -44,7 +44,7 @@ def test_tiny_run_times_every_stack_in_its_own_process_and_records_the_ratios(tm
       [sys.executable, os.path.join(_BENCH, "keras3_speed.py"),
        f"--hub_handle={testing.tiny_hub_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--warmup_steps=0", "--batch_size=2", "--seq_length=8"],
+       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
