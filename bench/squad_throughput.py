@@ -55,6 +55,7 @@ harness.define_batch_benchmark_flags(
     child_help="measure `features` or one tuning policy (`adapters`, `full`), and print its "
     "JSON.")
 flags.FLAGS.set_default("seq_length", 384)
+harness.define_child_processes_flag()
 flags.DEFINE_integer("eval_batch_size", question_answering.EVAL_BATCH_SIZE,
                      "Windows per forward pass, as run_squad.py evaluates.", lower_bound=1)
 flags.DEFINE_integer("doc_stride", 128, "Tokens between consecutive windows over a context.",
@@ -193,12 +194,13 @@ def main(argv):
   try:
     forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
 
-    def measure(child):
-      print(f"Measuring {child}...", flush=True)
-      return harness.run_child(os.path.abspath(__file__), child, forwarded)
-
-    features = measure("features")
-    runs = {tuning: measure(tuning) for tuning in _TUNINGS}
+    script = os.path.abspath(__file__)
+    print("Measuring features...", flush=True)
+    features = harness.run_timing_child(script, "features", forwarded, _measure_features)
+    runs = {}
+    for tuning in _TUNINGS:  # Each with its peak memory: a fresh process each.
+      print(f"Measuring {tuning}...", flush=True)
+      runs[tuning] = harness.run_child(script, tuning, forwarded)
   finally:
     shutil.rmtree(FLAGS.feature_cache_dir, ignore_errors=True)
   settings = {name: value for name, value in forwarded.items() if name != "feature_cache_dir"}
