@@ -72,6 +72,7 @@ harness.define_batch_benchmark_flags(
     steps=5, steps_help="Timed steps (or forward passes) of each setup in each round.",
     output_name="roofline.json", child_help="measure our setups and print their JSON.")
 harness.define_peer_flags()
+harness.define_child_processes_flag()
 flags.DEFINE_integer("rounds", 3, "Rounds of every setup, in turns.", lower_bound=1)
 
 FLAGS = flags.FLAGS
@@ -184,7 +185,7 @@ def main(argv):
   ms = {}
   for round_index in range(FLAGS.rounds):
     print(f"Round {round_index + 1} of {FLAGS.rounds}...", flush=True)
-    ours = harness.run_child(script, "ours", forwarded)
+    ours = harness.run_timing_child(script, "ours", forwarded, _measure_ours)
     shape = matmul_rate.Shape(**ours["shape"])
     rates["tensorflow"].append(ours["matmul_gflops_per_s"])
     others = ours["largest_other_ops"]

@@ -64,7 +64,7 @@ def test_tiny_run_records_every_row_fraction_and_target(tmp_path):
       [sys.executable, os.path.join(_BENCH, "roofline.py"),
        f"--hub_handle={testing.tiny_hub_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--warmup_steps=0", "--batch_size=2", "--seq_length=8"],
+       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"],
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
