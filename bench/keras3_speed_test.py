@@ -1,8 +1,8 @@
 """Fast test of bench/keras3_speed.py: no timing, only what it runs and records.
 
 One whole run on the tiny test encoder: our Keras 2 path (in the script's own process:
-`--nochild_processes`), Keras 3 on JAX and on TensorFlow, each in its own process, and a stand-in for the peers' Python answering as
-bench/peer_step.py prints (fixed step times).
+`--nochild_processes`), Keras 3 on JAX and on TensorFlow, each in its own process, and a
+stand-in for the peers' Python answering as bench/peer_step.py prints (fixed step times).
 """
 
 import json

@@ -43,7 +43,8 @@ def _key(row):
 
 def _run(tmp_path, *extra):
   command = [sys.executable, _SCRIPT, "--shapes=default", "--seq_lengths=128",
-             f"--hub_handle={testing.tiny_hub_encoder(max_sequence_length=128)}", f"--preprocess_handle={testing.tiny_preprocess_handle()}",
+             f"--hub_handle={testing.tiny_hub_encoder(max_sequence_length=128)}",
+             f"--preprocess_handle={testing.tiny_preprocess_handle()}",
              f"--peer_python={_fake_adapterhub(tmp_path)}", f"--work_dir={tmp_path / 'work'}",
              f"--output={tmp_path / 'scale.json'}", "--steps=1", "--warmup_steps=0",
              "--infer_steps=1", "--distinct_tasks=1", "--nochild_processes", *extra]

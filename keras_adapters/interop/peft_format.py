@@ -270,7 +270,6 @@ def method_config(meta, tensors, directory, base_layers, base_argument):
       config, leave_out=tuple(i for i in range(num_layers) if i not in layers))
 
 
-
 def _check_classifier(tensors, directory):
   """Refuses an artifact without a whole classifier, or with one whose weight and bias
   disagree."""
