@@ -12,8 +12,9 @@ drift between rounds falls on every stack alike. On an otherwise idle machine:
   python bench/keras3_speed.py
 
 `measurements`, one row each: `stack`, `what` (`adapter_step`, `inference_adapters`), `ms`,
-`ms_by_round`, `over_keras2` (the stack's time over our Keras 2 path's), and the stacks' trainable
-parameters. Target: Keras 3 on TensorFlow at most 1.10x the Keras 2 path's adapter step.
+`ms_by_round`, `over_keras2` (the stack's time over our Keras 2 path's); the stacks' trainable
+parameters, and `kernels`: the CPU kernels each of our stacks' processes ran (on x86-64, oneDNN's
+in every one: the children inherit the choice this process made). Target: Keras 3 on TensorFlow at most 1.10x the Keras 2 path's adapter step.
 Without the peers' venv the AdapterHub rows are left out and the record says so.
 Results: bench/results/keras3_speed.json and a Markdown table on stdout.
 """
@@ -30,6 +31,7 @@ from absl import app
 from absl import flags
 
 import harness
+from keras_adapters.utils import cpu_kernels
 
 _NUM_CLASSES = 2
 _WHATS = ("adapter_step", "inference_adapters")
@@ -61,7 +63,7 @@ def _measure_keras2():
   runs = dict(adapter_step=lambda: step(inputs, labels).numpy(),
               inference_adapters=lambda: forward(inputs).numpy())
   seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
-  return dict(seconds=seconds, dims=harness.encoder_dims(model),
+  return dict(seconds=seconds, dims=harness.encoder_dims(model), kernels=cpu_kernels.choice(),
               **harness.parameter_counts(model))
 
 
@@ -70,18 +72,19 @@ def _median_ms(seconds):
 
 
 def _round(forwarded, with_peers, default_base):
-  """Every stack once, each in a fresh process: stack → (what → median ms, trainable)."""
+  """Every stack once, each in a fresh process: stack → (what → median ms, trainable, the
+  CPU kernels its TensorFlow chose; None for AdapterHub)."""
   script = os.path.abspath(__file__)
   results = {}
   keras2 = harness.run_timing_child(script, "keras2", forwarded, _measure_keras2)
   results["keras2"] = ({what: _median_ms(keras2["seconds"][what]) for what in _WHATS},
-                       keras2["trainable_params"])
+                       keras2["trainable_params"], keras2["kernels"])
   for backend in _KERAS3_BACKENDS:
     keras3 = harness.run_child(_KERAS3_STEP, "keras3", forwarded,
                                env=dict(KERAS_BACKEND=backend))
     results[f"keras3_{backend}"] = (
         {what: _median_ms(keras3["seconds"][what]) for what in _WHATS},
-        keras3["trainable_params"])
+        keras3["trainable_params"], keras3["kernels"])
   if with_peers:
     # The peer runs all-MiniLM-L6-v2 on the default base, else a random BERT of its shape.
     peer_shape = "minilm" if default_base else ",".join(map(str, keras2["dims"]))
@@ -95,7 +98,7 @@ def _round(forwarded, with_peers, default_base):
       peer_ms[what] = peer["median_ms"]
       if mode == "train":  # Only a training step reports its parameter counts.
         trainable = peer["params"]["trainable"]
-    results["adapterhub"] = (peer_ms, trainable)
+    results["adapterhub"] = (peer_ms, trainable, None)
   return results
 
 
@@ -108,11 +111,14 @@ def main(argv):
   with_peers = harness.peers_present("AdapterHub")
   default_base = harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
-  by_round, trainable = {}, {}
+  by_round, trainable, kernels = {}, {}, {}
   for round_index in range(FLAGS.rounds):
     print(f"Round {round_index + 1} of {FLAGS.rounds}...", flush=True)
-    for stack, (ms, params) in _round(forwarded, with_peers, default_base).items():
+    for stack, (ms, params, stack_kernels) in _round(forwarded, with_peers,
+                                                     default_base).items():
       trainable[stack] = params
+      if stack_kernels is not None:
+        kernels[stack] = stack_kernels
       for what, value in ms.items():
         by_round.setdefault((stack, what), []).append(value)
   ms = {key: statistics.median(values) for key, values in by_round.items()}
@@ -124,7 +130,7 @@ def main(argv):
       benchmark="keras3_speed", machine=harness.machine_info(),
       settings=dict(forwarded, rounds=FLAGS.rounds, adapter_size=harness.ADAPTER_SIZE,
                     peers=with_peers and dict(library="adapterhub", threads=os.cpu_count())),
-      measurements=rows, trainable_params=trainable,
+      measurements=rows, trainable_params=trainable, kernels=kernels,
       targets=dict(keras3_tensorflow_adapter_step_over_keras2=harness.against_target(
           keras3_over_keras2, _KERAS3_TARGET)))
   harness.write_record(FLAGS.output, record)

@@ -68,4 +68,8 @@ def test_tiny_run_times_every_stack_and_records_the_ratios(tmp_path):
   calls = (peer_dir / "calls.txt").read_text().splitlines()
   assert len(calls) == 2 and {"--mode=train" in c for c in calls} == {True, False}
   assert all(f"--shape={tiny['num_layers']},{tiny['hidden_size']}," in call for call in calls)
+  # Every stack's process ran the CPU kernels keras_adapters chose in the script's.
+  assert record["kernels"].keys() == {"keras2", "keras3_jax", "keras3_tensorflow"}
+  assert {kernels["onednn"] for kernels in record["kernels"].values()} == {
+      record["machine"]["kernels"]["onednn"]}
   assert record["machine"]["vector_extensions"]

@@ -10,20 +10,25 @@ training step is `model.train_on_batch` (the compiled step `fit` runs: `jax.jit`
 on one seeded batch of random token ids, all real tokens.
 
 One process per backend, never Keras 2 (no tf_keras): it prints one JSON line, the per-call
-seconds of each setup and the trainable parameters.
+seconds of each setup, the trainable parameters and the CPU kernels TensorFlow chose.
 
   KERAS_BACKEND=jax python bench/keras3_step.py --child=keras3 --steps=5
 """
 
 import json
 
+# Before Keras 3 loads TensorFlow: keras_adapters turns on TensorFlow's oneDNN CPU kernels only
+# when it is imported first, as the Keras 2 path's process has them.
+from keras_adapters import keras3 as kak
+from keras_adapters.utils import cpu_kernels
+
+# pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
 from absl import app
 from absl import flags
 import numpy as np
 
 import keras
 
-from keras_adapters import keras3 as kak
 import timing
 
 flags.DEFINE_string("child", None, "Internal: what the child measures (keras3).")
@@ -65,7 +70,7 @@ def measure():
               inference_adapters=lambda: model.predict_on_batch(inputs))
   seconds = timing.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
   return dict(backend=keras.backend.backend(), keras_version=keras.__version__,
-              seconds=seconds,
+              seconds=seconds, kernels=cpu_kernels.choice(),
               trainable_params=int(sum(np.prod(w.shape) for w in model.trainable_weights)))
 
 
