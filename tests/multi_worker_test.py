@@ -132,7 +132,7 @@ class MultiWorkerTest(tf.test.TestCase):
     checkpoint = tf.train.latest_checkpoint(model_dir)
     self.assertEqual(os.path.basename(checkpoint), f"ckpt-{_NUM_STEPS}")
     restored = keras.models.clone_model(model)
-    tf.train.Checkpoint(model=restored).read(checkpoint).expect_partial()
+    trainer.restore_trained_weights(restored, checkpoint)
     for actual, expected in zip(restored.trainable_weights, model.trainable_weights):
       self.assertAllClose(actual, expected, atol=_TOLERANCE, rtol=0, msg=expected.name)
 

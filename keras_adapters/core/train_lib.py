@@ -110,7 +110,7 @@ def _run_in_locked_dir(task, model_dir, export_dir, progress_bar, strategy, defi
   if model is None:  # Finished earlier: restore the final weights.
     with strategy.scope():
       model = task.built_model()
-    tf.train.Checkpoint(model=model).restore(train_result.checkpoint_path).expect_partial()
+    trainer_lib.restore_trained_weights(model, train_result.checkpoint_path)
 
   if results is None:
     results = dict(task=task.name, config=config.settings(), num_train_steps=num_train_steps,

@@ -1,9 +1,11 @@
 """A Keras 3 run's checkpoint: everything training needs to go on where it stopped.
 
 One file in the run's folder, `checkpoint.npz`, replaced atomically every
-`checkpoint_every_steps` steps and at the end: the values of the model's variables (its
-weights and the random seed states its dropout draws from), of the optimizer's (its moments
-and step count), and where training was: the step and the losses of the epochs so far.
+`checkpoint_every_steps` steps and at the end: the values of the model's variables that
+training changes (its weights but the base weights `adapt` froze, which the run builds again
+from its base: an adapter run's checkpoint is megabytes, not the base's size; and the random
+seed states its dropout draws from), of the optimizer's (its moments and step count), and
+where training was: the step and the losses of the epochs so far.
 Restored into the same model and optimizer, and fed the same batches from that step on
 (`training.fit`), training ends as it would have without the stop.
 
@@ -20,6 +22,7 @@ from typing import List, Optional
 import keras
 import numpy as np
 
+from keras_adapters.keras3 import base_weights
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 
@@ -37,6 +40,24 @@ class TrainingState:
 
 
 def _variables(model):
+  """What a checkpoint holds: the model's variables but the frozen base's, then the
+  optimizer's."""
+  frozen = {id(variable) for variable in _frozen_base_weights(model)}
+  return [variable for variable in model.variables
+          if id(variable) not in frozen] + list(model.optimizer.variables)
+
+
+def _frozen_base_weights(model):
+  """The base weights of the backbones in `model` that `adapt` froze and that stay frozen
+  (the LayerNorms a config trains are not among them)."""
+  for layer in model._flatten_layers():  # pylint: disable=protected-access
+    if getattr(layer, "base_fingerprint", None) is not None:  # Set by `adapt`.
+      yield from (variable for variable in base_weights.model_garden_weights(layer).values()
+                  if not variable.trainable)
+
+
+def _whole_model_variables(model):
+  """What checkpoints of versions before 2026-11-29 held: every variable of the model."""
   return list(model.variables) + list(model.optimizer.variables)
 
 
@@ -60,15 +81,18 @@ def restore(model, directory) -> Optional[TrainingState]:
     return None
   if not model.optimizer.built:
     model.optimizer.build(model.trainable_variables)
-  variables = _variables(model)
   with np.load(path) as saved:
     state = TrainingState(**json.loads(str(saved["state"])))
     values = [saved[f"arr_{index}"] for index in range(len(saved.files) - 1)]
+  saved_shapes = [value.shape for value in values]
+  variables = _variables(model)
   shapes = [tuple(variable.shape) for variable in variables]
-  if [value.shape for value in values] != shapes:
-    raise errors.UsageError(
-        f"{path} holds the variables of another model ({len(values)} arrays, this model has "
-        f"{len(shapes)} of other shapes): use a new model_dir, or remove that file.")
+  if saved_shapes != shapes:
+    variables = _whole_model_variables(model)
+    if saved_shapes != [tuple(variable.shape) for variable in variables]:
+      raise errors.UsageError(
+          f"{path} holds the variables of another model ({len(values)} arrays, this model "
+          f"has {len(shapes)} of other shapes): use a new model_dir, or remove that file.")
   for variable, value in zip(variables, values):
     variable.assign(value)
   return state

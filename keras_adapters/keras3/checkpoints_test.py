@@ -8,7 +8,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_adapters import keras3 as kak
 from keras_adapters.keras3 import checkpoints
+from keras_adapters.keras3 import testing
 from keras_adapters.utils import errors
 
 
@@ -88,6 +90,52 @@ class SaveRestoreTest(tf.test.TestCase):
     with open(path, "rb") as f:
       self.assertEqual(f.read(), previous)
     self.assertEqual(checkpoints.restore(_model(), directory).step, 1)
+
+
+def _adapted_classifier(seed):
+  """A tiny backbone, the same base whatever `seed`; adapters and head drawn from `seed`."""
+  backbone = testing.tiny_backbone()
+  keras.utils.set_random_seed(seed)
+  model = kak.build_classifier(kak.adapt(backbone, kak.AdapterConfig(adapter_size=4)), 2)
+  model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  return model
+
+
+class AdaptedBackboneTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.trained = _adapted_classifier(seed=0)
+    inputs = testing.tiny_inputs(batch_size=2)
+    self.trained.train_on_batch(inputs, np.array([0, 1]))
+    self.directory = self.get_temp_dir()
+
+  def assertSameVariables(self, model, expected):
+    for variable, value in zip(model.variables, expected.variables):
+      self.assertAllEqual(keras.ops.convert_to_numpy(variable),
+                          keras.ops.convert_to_numpy(value), msg=value.path)
+
+  def test_a_checkpoint_leaves_out_the_frozen_base_and_restores_from_it(self):
+    checkpoints.save(self.trained, self.directory, checkpoints.TrainingState(step=1))
+    saved = set(map(id, checkpoints._variables(self.trained)))
+    left_out = [v for v in self.trained.variables if id(v) not in saved]
+    # The base's kernels, biases and embeddings: not its LayerNorms, which the adapters train.
+    self.assertTrue(left_out)
+    self.assertFalse([v for v in left_out if v.trainable or "layer_norm" in v.path], left_out)
+    self.assertEqual({v.path for v in self.trained.trainable_variables} - {
+        v.path for v in checkpoints._variables(self.trained)}, set())
+    restored = _adapted_classifier(seed=1)
+    self.assertEqual(checkpoints.restore(restored, self.directory).step, 1)
+    self.assertSameVariables(restored, self.trained)
+
+  def test_a_checkpoint_of_every_variable_still_restores(self):
+    """As versions before the frozen base was left out wrote it."""
+    with mock.patch.object(checkpoints, "_variables", checkpoints._whole_model_variables):
+      checkpoints.save(self.trained, self.directory, checkpoints.TrainingState(step=1))
+    restored = _adapted_classifier(seed=1)
+    self.assertEqual(checkpoints.restore(restored, self.directory).step, 1)
+    self.assertSameVariables(restored, self.trained)
 
 
 class StepCheckpointsTest(tf.test.TestCase):

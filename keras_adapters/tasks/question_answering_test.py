@@ -97,8 +97,7 @@ class RunSquadTest(tf.test.TestCase):
 
   def test_adapter_artifact_restores_the_trained_model(self):
     trained = question_answering.build_model(self.config)
-    tf.train.Checkpoint(model=trained).restore(
-        tf.train.latest_checkpoint(self.model_dir)).expect_partial()
+    trainer_lib.restore_trained_weights(trained, tf.train.latest_checkpoint(self.model_dir))
     restored = question_answering.build_model(self.config)
     saving.load_adapters(restored, os.path.join(self.export_dir, "adapters"))
     ids = tf.constant([[2, 40, 41, 3, 50, 51, 12, 3]])

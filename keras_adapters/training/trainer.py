@@ -6,8 +6,10 @@ In the spirit of the TF Model Garden's Orbit trainers, without `model.fit`:
   `strategy.experimental_distribute_dataset`, averages the per-example losses over the global
   batch (`tf.nn.compute_average_loss`) and differentiates with respect to
   `model.trainable_variables` only, so frozen variables get no gradient and are never written;
-* the model, optimiser, step and data position are checkpointed every
-  `checkpoint_every_steps` and at the end. Rerunning the same training after the process died
+* the weights training changes (`trained_variables`: not the frozen base, which `model_fn`
+  builds again, so an adapter run's checkpoint is megabytes, not the base's size), the
+  optimiser, step and data position are checkpointed every `checkpoint_every_steps` and at
+  the end. Rerunning the same training after the process died
   resumes from the last checkpoint and continues the data order where it left off (the order
   of epoch `e` is a function of `(seed, e)`, consumed batches are skipped), so it ends with the
   weights an uninterrupted run would have, provided the model has no random ops in training
@@ -90,6 +92,8 @@ _SAVE_LEFTOVERS = (f"{CHECKPOINT_NAME}-*_temp", "*.tempstate*", "checkpoint.tmp*
 # Reading a checkpoint whose files were cut short fails with these (IndexError: a data file
 # shorter than its index says).
 _UNREADABLE_CHECKPOINT_ERRORS = (tf.errors.OpError, IndexError)
+# The keys of a checkpoint that saved the whole model, as versions before 2026-11-29 did.
+_WHOLE_MODEL_PREFIX = "model/"
 
 # A dataset of `(features, labels)` batches at the global batch size, or a function from an
 # epoch's shuffle seed to such a dataset.
@@ -137,7 +141,7 @@ class TrainResult:
       checkpoint saved before this was kept counts 0, and a completion marker written before
       it reads as `wall_time_s`.
     checkpoint_path: The final checkpoint. To get the trained model in another process,
-      `tf.train.Checkpoint(model=model_fn()).read(checkpoint_path).expect_partial()`.
+      `restore_trained_weights(model_fn(), checkpoint_path)`.
     eval_metrics: What `eval_fn` returned at the end, `{}` without one.
   """
   step: int
@@ -359,12 +363,10 @@ class Trainer:
     self._is_chief = self._strategy.extended.should_checkpoint
     self._write_dir = self._model_dir if self._is_chief else os.path.join(
         self._model_dir, f"workertemp_{self._strategy.cluster_resolver.task_id}")
-    training_state = dict(model=self.model, optimizer=self._optimizer, step=self._step,
-                          epoch=self._epoch, batch_in_epoch=self._batch_in_epoch)
-    self._checkpoint = tf.train.Checkpoint(**training_state, train_seconds=self._train_seconds)
-    # What a checkpoint must hold to resume from; the time is read apart (`_restore`), so
-    # that checkpoints saved before it was kept still resume.
-    self._training_state = tf.train.Checkpoint(**training_state)
+    self._progress = dict(optimizer=self._optimizer, step=self._step, epoch=self._epoch,
+                          batch_in_epoch=self._batch_in_epoch)
+    self._checkpoint = tf.train.Checkpoint(**_weights_to_checkpoint(self.model),
+                                           **self._progress, train_seconds=self._train_seconds)
     self._remove_save_leftovers()
     self._manager = self._new_manager()
     self._writers = {
@@ -426,8 +428,11 @@ class Trainer:
     unreadable = []
     for path in candidates:
       try:
-        # The time is in the checkpoint but read below: not matching it here is expected.
-        self._training_state.restore(path).assert_existing_objects_matched().expect_partial()
+        # What a checkpoint must hold to resume from; the time is read apart, below, so that
+        # checkpoints saved before it was kept still resume.
+        training_state = tf.train.Checkpoint(**_weights_to_restore(self.model, path),
+                                             **self._progress)
+        training_state.restore(path).assert_existing_objects_matched().expect_partial()
       except _UNREADABLE_CHECKPOINT_ERRORS as e:
         unreadable.append(path)
         logging.warning("Cannot read the checkpoint %s (%s: %s), probably a save cut short; "
@@ -702,6 +707,37 @@ class Trainer:
     with self._writers[kind].as_default():
       for name, value in scalars.items():
         tf.summary.scalar(name, value, step=step)
+
+
+def trained_variables(model: keras.Model) -> list:
+  """The variables of `model` that training can change, in the model's order: its trainable
+  ones and those made untrainable by nature (a counter, a moving average), not the ones a
+  frozen layer holds, which stay as `model_fn` built them."""
+  trainable = {id(variable) for variable in model.trainable_variables}
+  return [variable for variable in model.variables
+          if id(variable) in trainable or not variable.trainable]
+
+
+def restore_trained_weights(model: keras.Model, checkpoint_path: str) -> keras.Model:
+  """Assigns the trained weights of a run's checkpoint to `model`, built by the run's
+  `model_fn` (its frozen weights, not in the checkpoint, come from there); returns `model`.
+  Reads checkpoints of the whole model too, as versions before 2026-11-29 saved."""
+  tf.train.Checkpoint(**_weights_to_restore(model, checkpoint_path)).read(
+      checkpoint_path).expect_partial()
+  return model
+
+
+def _weights_to_checkpoint(model: keras.Model) -> Dict[str, object]:
+  return dict(trained=trained_variables(model))
+
+
+def _weights_to_restore(model: keras.Model, checkpoint_path: str) -> Dict[str, object]:
+  """What of `model` the checkpoint holds: the trained variables, or (saved by earlier
+  versions) the whole model."""
+  names = (name for name, _ in tf.train.list_variables(checkpoint_path))
+  if any(name.startswith(_WHOLE_MODEL_PREFIX) for name in names):
+    return dict(model=model)
+  return _weights_to_checkpoint(model)
 
 
 def _loss_problem(loss: float, grads_finite: bool,

@@ -224,6 +224,35 @@ class TrainerTest(tf.test.TestCase):
     del recorded["train_seconds"]
     self.assertEqual(trainer.TrainResult(**recorded), result)
 
+  def test_a_checkpoint_holds_the_trained_weights_not_the_frozen_ones(self):
+    checkpoint = self._reference_result.checkpoint_path
+    weights = {name: shape for name, shape in tf.train.list_variables(checkpoint)
+               if name.startswith("trained/") and "OPTIMIZER_SLOT" not in name}
+    # The head's kernel and bias; not the frozen layer's [4, 8] kernel and [8] bias.
+    self.assertEqual(sorted(weights.values()), [[1], [8, 1]])
+    self.assertFalse([name for name, _ in tf.train.list_variables(checkpoint)
+                      if name.startswith("model/")])
+    keras.utils.set_random_seed(1)  # The run's seed: model_fn builds the same frozen layer.
+    restored = trainer.restore_trained_weights(_model_fn(), checkpoint)
+    self.assertSameWeights(restored, self._reference.model, atol=0)
+
+  def test_a_checkpoint_of_the_whole_model_restores_every_weight(self):
+    """As versions before the trained weights alone were saved wrote it."""
+    path = tf.train.Checkpoint(model=self._reference.model).write(
+        os.path.join(self.create_tempdir().full_path, "ckpt"))
+    keras.utils.set_random_seed(7)  # Another frozen layer: the checkpoint's replaces it.
+    restored = trainer.restore_trained_weights(_model_fn(), path)
+    self.assertSameWeights(restored, self._reference.model, atol=0)
+
+  def test_trained_variables_leave_out_only_what_frozen_layers_hold(self):
+    inputs = keras.Input((4,))
+    frozen = keras.layers.Dense(3, trainable=False, name="frozen")
+    norm = keras.layers.BatchNormalization(name="norm")
+    model = keras.Model(inputs, norm(frozen(inputs)))
+    # The moving statistics train without gradients: they are kept, the frozen kernel not.
+    self.assertEqual([v.name for v in trainer.trained_variables(model)],
+                     [v.name for v in norm.variables])
+
   def test_a_finished_run_is_not_trained_again(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "run")
     shutil.copytree(self._reference_dir, model_dir)
