@@ -58,6 +58,47 @@ class CreateOptimizerTest(tf.test.TestCase):
     # Decoupled decay: w <- w - learning_rate * weight_decay * w.
     self.assertAllClose(variables[-1], before[-1] * (1 - 0.5 * 0.1))
 
+  def test_updates_are_the_model_gardens(self):
+    rng = np.random.RandomState(0)
+    start = rng.randn(4, 3).astype(np.float32)
+    gradients = [rng.randn(4, 3).astype(np.float32) for _ in range(3)]
+    finals = []
+    for optimizer in (optimization.create_optimizer(1e-2, 10, weight_decay=0.1),
+                      model_garden_optimization.create_optimizer(1e-2, 10, 1)):
+      optimizer.weight_decay_rate = 0.1
+      variable = tf.Variable(start, name="dense/kernel")
+      for gradient in gradients:
+        optimizer.apply_gradients([(tf.constant(gradient), variable)])
+      finals.append(variable.numpy())
+    self.assertAllEqual(finals[0], finals[1])
+
+  def test_the_decay_reads_a_variable_once_its_gradient_is_computed(self):
+    """In a step's graph, the Model Garden's decay reads every variable at once, holding a
+    copy of each until its update; here each read waits for that variable's gradient."""
+
+    def decay_waits_for_gradient(optimizer):
+      variable = tf.Variable(np.ones((4, 3), np.float32), name="dense/kernel")
+      @tf.function
+      def step(gradient):
+        optimizer.apply_gradients([(gradient, variable)])
+      graph = step.get_concrete_function(tf.TensorSpec((4, 3), tf.float32)).graph
+      gradient = graph.inputs[0].op
+      decay = [op for op in graph.get_operations() if op.type == "AssignSubVariableOp"]
+      self.assertLen(decay, 1)  # w <- w - learning_rate * weight_decay * w
+      # Everything the decayed value is computed from, following data and control inputs;
+      # not through the clipping, which feeds Adam's update, not the decay.
+      seen, stack = set(), [decay[0].inputs[1].op]
+      while stack:
+        op = stack.pop()
+        if op.name not in seen:
+          seen.add(op.name)
+          stack.extend([tensor.op for tensor in op.inputs] + list(op.control_inputs))
+      return gradient.name in seen
+
+    self.assertTrue(decay_waits_for_gradient(optimization.create_optimizer(1e-2, 10)))
+    self.assertFalse(decay_waits_for_gradient(
+        model_garden_optimization.create_optimizer(1e-2, 10, 1)))
+
   def test_gradients_are_clipped_to_global_norm_one(self):
     variable = tf.Variable([0.0, 0.0])
     optimizer = optimization.create_optimizer(
