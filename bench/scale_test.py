@@ -104,6 +104,26 @@ def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
   assert "(stopped)" in (tmp_path / "scale.md").read_text()
 
 
+def test_full_fine_tuning_peaks_are_checked_against_adapterhubs():
+  """`targets` on rows of full fine-tuning, in a fresh process (scale.py's flags would clash
+  with the experiments' here): ours over AdapterHub's peak, a bound when ours was stopped."""
+  def row(library, shape, peak_mb, out_of_memory_mb=None):
+    return dict(mode="train", library=library, shape=shape, seq=128, method="full",
+                isa="native", step_ms=None, peak_mb=peak_mb, out_of_memory_mb=out_of_memory_mb)
+  rows = [row("keras_adapters", "base", 600.0), row("adapterhub", "base", 500.0),
+          row("keras_adapters", "large", None, 900.0), row("adapterhub", "large", 1000.0)]
+  code = (f"import json, sys; sys.path.insert(0, {os.path.dirname(_SCRIPT)!r}); import scale; "
+          f"print(json.dumps(scale.targets(json.loads(sys.argv[1]), [])))")
+  process = subprocess.run([sys.executable, "-c", code, json.dumps(rows)], capture_output=True,
+                           text=True, check=False)
+  assert process.returncode == 0, process.stderr[-3000:]
+  checks = json.loads(process.stdout.splitlines()[-1])
+  assert [(c["name"], c["shape"], c["value"], c["met"], c.get("bound")) for c in checks] == [
+      ("full_peak_over_adapterhub", "base", 1.2, False, None),
+      # Stopped at 900 MB: its peak is at least 0.9 of theirs, whether above 1 is not known.
+      ("full_peak_over_adapterhub", "large", 0.9, None, "at least")]
+
+
 def test_bad_flags_are_refused_in_one_line(tmp_path):
   # Both mistakes in one command: the refusal names each, on one line.
   process = subprocess.run([sys.executable, _SCRIPT, "--shapes=huge", "--seq_lengths=256",
