@@ -734,7 +734,9 @@ def _weights_to_checkpoint(model: keras.Model) -> Dict[str, object]:
 def _weights_to_restore(model: keras.Model, checkpoint_path: str) -> Dict[str, object]:
   """What of `model` the checkpoint holds: the trained variables, or (saved by earlier
   versions) the whole model."""
-  names = (name for name, _ in tf.train.list_variables(checkpoint_path))
+  # Not `tf.train.list_variables`, which first asks whether the path is a folder: on `ram://`
+  # a checkpoint's prefix, with its files under it, reads as one.
+  names = tf.compat.v1.train.NewCheckpointReader(checkpoint_path).get_variable_to_shape_map()
   if any(name.startswith(_WHOLE_MODEL_PREFIX) for name in names):
     return dict(model=model)
   return _weights_to_checkpoint(model)
