@@ -14,7 +14,8 @@ drift between rounds falls on every stack alike. On an otherwise idle machine:
 `measurements`, one row each: `stack`, `what` (`adapter_step`, `inference_adapters`), `ms`,
 `ms_by_round`, `over_keras2` (the stack's time over our Keras 2 path's); the stacks' trainable
 parameters, and `kernels`: the CPU kernels each of our stacks' processes ran (on x86-64, oneDNN's
-in every one: the children inherit the choice this process made). Target: Keras 3 on TensorFlow at most 1.10x the Keras 2 path's adapter step.
+in every one: the children inherit the choice this process made). Target: Keras 3 on
+TensorFlow at most 1.10x the Keras 2 path's adapter step.
 Without the peers' venv the AdapterHub rows are left out and the record says so.
 Results: bench/results/keras3_speed.json and a Markdown table on stdout.
 """
