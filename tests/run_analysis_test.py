@@ -122,6 +122,8 @@ class RunAnalysisTest(tf.test.TestCase):
     output = _main(["--study=suite", "--tasks=airline,bbc_news", f"--results_dir={results_dir}",
                     f"--model_dir={model_dir}", *self.model_flags])
     self.assertFalse(os.path.exists(model_dir))  # Nothing was run.
+    self.assertIn(f"No learning-rate study at {results_dir}/airline/analysis/learning_rate.json: "
+                  "each method trains at its registered rate", output)
     self.assertIn("- `airline`: Crowdflower US airline tweets", output)
     self.assertIn("| average | | | | | 88.50 | 89.50 | 90.50 | 83.50 | 86.50 | 85.50 |", output)
     self.assertIn("| total params, 2 tasks | | | | | 1.04× (1.0M) | 1.98× (2.0M) |", output)
@@ -147,6 +149,10 @@ class CommandLineErrorsTest(tf.test.TestCase):
         ("--study=suite", "--tasks=airline,nope"): "--tasks=airline,nope: nope is no built-in",
         ("--study=ablation", "--tasks=airline"): "--tasks is for --study=suite",
         ("--study=tradeoff", "--rerun=adapters"): "--rerun is for --study=suite",
+        ("--study=suite", "--learning_rates_from=/nowhere/lr.json"):
+            "--learning_rates_from=/nowhere/lr.json: no such file",
+        ("--study=learning_rate", "--learning_rates_from=lr.json"):
+            "--study=learning_rate selects the rates itself",
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
       reported = pool.submit(_cli_errors, [list(args) for args in in_one_process])

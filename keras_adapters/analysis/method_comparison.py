@@ -1,8 +1,9 @@
 """Compares transfer methods on one task over several seeds: the paper's tables, small."""
 
+import dataclasses
 import os
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -50,11 +51,30 @@ SIZE_TAGS = tuple(tag for tag in (_FIRST.size_tag, ("top_k", "k"),
                                   *(method.size_tag for method in _FOLLOWERS)) if tag)
 
 
-def method_config(base_config, method, num_layers):
-  """`base_config` with `method`'s overrides; top-k trains the top half of the layers."""
+@dataclasses.dataclass(frozen=True)
+class SelectedRates:
+  """Each method's learning rate as a learning-rate study selected it, and where.
+
+  Attributes:
+    rates: Method name → its selected rate; the methods it lacks keep their `METHODS` rate.
+    source: The study record they were read from, as rows and cells name it.
+  """
+  rates: Mapping[str, float]
+  source: str
+
+  def source_of(self, method):
+    """The record `method`'s rate comes from, or `None` where it keeps its `METHODS` rate."""
+    return self.source if method in self.rates else None
+
+
+def method_config(base_config, method, num_layers, rates: Optional[SelectedRates] = None):
+  """`base_config` with `method`'s overrides (at its rate in `rates`, where it has one);
+  top-k trains the top half of the layers."""
   if method not in METHODS:
     raise ValueError(f"Unknown method {method!r}; choose from {sorted(METHODS)}.")
   overrides = dict(METHODS[method])
+  if rates and rates.source_of(method):
+    overrides["learning_rate"] = rates.rates[method]
   if method == "top_k":
     overrides["top_k"] = sweep.settings_of(base_config)["top_k"] or max(1, num_layers // 2)
   return sweep.with_settings(base_config, **overrides)
@@ -63,7 +83,7 @@ def method_config(base_config, method, num_layers):
 def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Sequence[int],
                     root_dir, results_dir, num_layers, eval_split="test",
                     run_fn: Callable[..., Mapping] = classification.run_task,
-                    rerun: Sequence[str] = ()):
+                    rerun: Sequence[str] = (), rates: Optional[SelectedRates] = None):
   """Runs every method with every seed; writes `comparison.json` and `comparison.md`.
 
   The methods are the points of a `core.grid` whose records are the table's rows. Each run
@@ -93,6 +113,9 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
       Once every check has passed, their rows leave the table and their run folders are
       moved aside to `<folder>.replaced-<UTC time>`, never deleted. A stopped rerun resumes
       by the same call without `rerun`.
+    rates: The learning rates a study selected (`SelectedRates`); a row of a method there
+      names the record as its `learning_rate_from`, and a row trained at another rate is
+      trained again.
 
   Returns:
     The summary dict written to `comparison.json`.
@@ -105,7 +128,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
   if not methods:
     raise ValueError("No methods to compare; choose from " + ", ".join(METHODS) + ".")
   metric = spec.metrics[0]
-  points = [grid.Point(method, method_config(base_config, method, num_layers))
+  points = [grid.Point(method, method_config(base_config, method, num_layers, rates))
             for method in dict.fromkeys(methods)]
   configs = {point.key: point.settings for point in points}
   not_compared = [method for method in rerun if method not in configs]
@@ -127,7 +150,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
     previous = _start_over(results_dir, root_dir, previous, rerun, seeds)
   previous_rows = previous.get("rows", [])
   kept = [row for row in previous_rows if row["method"] not in configs]
-  done = {row["method"]: row for row in previous_rows
+  done = {row["method"]: _with_rate_source(row, rates) for row in previous_rows
           if row["method"] in configs and _same_runs(row, configs[row["method"]], seeds)}
 
   def run_method(point):
@@ -147,7 +170,7 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
         trainable_parameters=runs[0]["parameters"]["trainable"],
         trainable_percent_of_base=runs[0]["parameters"]["trainable_percent_of_base"],
         seconds_per_epoch=float(np.mean([run["seconds_per_epoch"] for run in runs])),
-        **{provenance.KEY: provenance.record()})
+        **_rate_source(point.key, rates), **{provenance.KEY: provenance.record()})
 
   def write(rows):
     # After every method, so a stopped comparison keeps the methods it finished.
@@ -155,6 +178,17 @@ def compare_methods(spec, splits, base_config, methods: Sequence[str], seeds: Se
         identity, rows=_ordered(places, kept, list(rows.values()))))
 
   return write(grid.run(points, run_method, done=done, write=write))
+
+
+def _rate_source(method, rates):
+  """A row's `learning_rate_from`: the study record its rate was selected by, if any."""
+  source = rates and rates.source_of(method)
+  return dict(learning_rate_from=source) if source else {}
+
+
+def _with_rate_source(row, rates):
+  """A row kept at the rate `rates` selects, naming the record that selects it."""
+  return dict(row, **_rate_source(row["method"], rates))
 
 
 def _start_over(results_dir, root_dir, table, methods, seeds):

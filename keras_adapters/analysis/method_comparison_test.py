@@ -93,6 +93,16 @@ class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
                                              num_layers)
     self.assertEqual(config.model.adapter.top_k, expected)
 
+  def test_a_selected_rate_replaces_the_methods_own(self):
+    rates = method_comparison.SelectedRates(dict(full=1e-4), "results/lr.json")
+    self.assertEqual(method_comparison.method_config(
+        _base_config(), "full", 6, rates).trainer.learning_rate, 1e-4)
+    self.assertEqual(method_comparison.method_config(
+        _base_config(), "top_k", 6, rates).trainer.learning_rate,
+                     method_comparison.METHODS["top_k"]["learning_rate"])
+    self.assertEqual((rates.source_of("full"), rates.source_of("top_k")),
+                     ("results/lr.json", None))
+
   def test_unknown_method_lists_the_methods(self):
     """A misspelt method is a ValueError naming every valid method."""
     with self.assertRaisesRegex(ValueError, "'adaptors'") as raised:
@@ -318,7 +328,29 @@ class CompareMethodsTest(tf.test.TestCase):
       with self.assertRaisesRegex(method_comparison.ResultsTableError, "epochs=.* 0.1 now"):
         method_comparison.check_results_dir(results_dir, dict(identity, epochs=0.1))
 
-  def test_rows_of_the_same_runs_are_not_run_again(self):
+  def test_selected_rates_train_their_methods_and_name_their_record(self):
+    """A method with a selected rate trains at it and its row names the record; a method
+    without one keeps its own rate and names none; a row kept from before (same settings)
+    gains the record's name, one at another rate trains again."""
+    rates = method_comparison.SelectedRates(dict(full=1e-4, adapters=3e-3), "lr.json")
+    run = _FakeRun({(t, s): 0.5 for t in ("adapters", "full", "layer_norm") for s in (0,)})
+    results_dir = self.create_tempdir().full_path
+    method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters", "full"], [0],
+        self.create_tempdir().full_path, results_dir, 6, run_fn=run)
+    summary = method_comparison.compare_methods(
+        _SPEC, _SPLITS, _base_config(), ["adapters", "full", "layer_norm"], [0],
+        self.create_tempdir().full_path, results_dir, 6, run_fn=run, rates=rates)
+    self.assertEqual([(c["config"].model.adapter.tuning, c["config"].trainer.learning_rate)
+                      for c in run.calls],
+                     [("adapters", 3e-3), ("full", 5e-5), ("full", 1e-4), ("layer_norm", 3e-3)])
+    self.assertEqual({row["method"]: (row["config"]["learning_rate"],
+                                      row.get("learning_rate_from"))
+                      for row in summary["rows"]},
+                     dict(adapters=(3e-3, "lr.json"), full=(1e-4, "lr.json"),
+                          layer_norm=(3e-3, None)))
+
+
     """A method whose row the table holds with the same seeds and settings is not run again,
     even without its run folders (a clone); other seeds or settings run again."""
     run = _FakeRun({(t, s): 0.5 for t in ("adapters", "full") for s in (0, 1)})

@@ -137,9 +137,9 @@ class Study:
   trials: Tuple[Trial, ...]
 
 
-def _method(base_config, method, num_layers, **overrides):
+def _method(base_config, method, num_layers, rates=None, **overrides):
   return sweep.with_settings(
-      method_comparison.method_config(base_config, method, num_layers), **overrides)
+      method_comparison.method_config(base_config, method, num_layers, rates), **overrides)
 
 
 def _trials(point, configs, seeds):
@@ -156,7 +156,8 @@ def _options(config, learning_rates=None, epochs=None):
 
 
 def build_study(name: str, base_config: config_definitions.ExperimentConfig, seeds: Sequence[int],
-                num_layers: int, paper: bool = False) -> Study:
+                num_layers: int, paper: bool = False,
+                rates: Optional[method_comparison.SelectedRates] = None) -> Study:
   """The trials of study `name`.
 
   Args:
@@ -165,6 +166,8 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
     seeds: Seeds of every point; the ablation trains with the first only.
     num_layers: Transformer layers of the base (top-k's k runs over 1 ... num_layers).
     paper: Use the paper's grids (see the module constants) instead of the CPU ones.
+    rates: The learning rates a learning-rate study selected (`selected_rates`), each
+      method's points train at; the learning-rate study itself sets its own.
 
   Returns:
     The `Study`.
@@ -176,7 +179,7 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
     raise ValueError(f"Unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
   if not seeds:
     raise ValueError("A study needs at least one seed (seeds=[0, 1, 2]).")
-  adapters = _method(base_config, "adapters", num_layers)
+  adapters = _method(base_config, "adapters", num_layers, rates)
   trials = []
   if name == "ablation":
     trials = _trials(dict(method="adapters"), [adapters], seeds[:1])
@@ -185,20 +188,20 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
       trials += _trials(dict(adapter_init_stddev=stddev),
                         [sweep.with_settings(adapters, adapter_init_stddev=stddev)], seeds)
   elif name == "tradeoff":
-    rates = PAPER_SWEEP_LEARNING_RATES if paper else None
+    swept = PAPER_SWEEP_LEARNING_RATES if paper else None
     points = [(dict(method="adapters", adapter_size=size),
                sweep.with_settings(adapters, adapter_size=size)) for size in ADAPTER_SIZES]
-    points += [(dict(method="top_k", top_k=k), _method(base_config, "top_k", num_layers,
+    points += [(dict(method="top_k", top_k=k), _method(base_config, "top_k", num_layers, rates,
                                                        top_k=k))
                for k in range(1, num_layers + 1)]
-    points += [(dict(method=method), _method(base_config, method, num_layers))
+    points += [(dict(method=method), _method(base_config, method, num_layers, rates))
                for method in ("layer_norm", "full")]
     # alpha stays at its default over the ranks, as Hu et al. keep it (scaling alpha / r).
     points += [(dict(method="lora", lora_r=rank),
-                _method(base_config, "lora", num_layers, lora_r=rank)) for rank in LORA_RANKS]
-    points.append((dict(method="ia3"), _method(base_config, "ia3", num_layers)))
+                _method(base_config, "lora", num_layers, rates, lora_r=rank)) for rank in LORA_RANKS]
+    points.append((dict(method="ia3"), _method(base_config, "ia3", num_layers, rates)))
     for point, config in points:
-      trials += _trials(point, _options(config, learning_rates=rates), seeds)
+      trials += _trials(point, _options(config, learning_rates=swept), seeds)
   else:  # learning_rate
     for method, rates in (PAPER_LEARNING_RATES if paper else LEARNING_RATES).items():
       for rate in rates:
@@ -287,6 +290,48 @@ def run_study(study: Study,
 
   return write(grid.run([grid.Point(trial.name, trial) for trial in study.trials], run_trial,
                         done=recorded, write=write))
+
+
+class SelectionError(ValueError):
+  """A learning-rate study's record selects no usable rate; the message says why and how."""
+
+
+def selected_rates(summary: Mapping[str, Any],
+                   source: str) -> method_comparison.SelectedRates:
+  """Each method's best rate in a finished learning-rate study's record (`summary`).
+
+  The best rate of a method is its point with the best mean over seeds. One at an end of the
+  method's grid is refused: a rate past it may be better, so the grid (`LEARNING_RATES`)
+  must grow until the best is inside it.
+
+  Args:
+    summary: The learning-rate study's JSON.
+    source: Where it was read from, as the rows that train at its rates will name it.
+
+  Returns:
+    The `method_comparison.SelectedRates`.
+
+  Raises:
+    SelectionError: Not a finished learning-rate study, or a best rate at its grid's end.
+  """
+  if summary.get("study") != "learning_rate" or not summary.get("complete"):
+    raise SelectionError(f"{source} is no finished learning-rate study; run "
+                         "--study=learning_rate to the end first.")
+  by_method: Dict[str, List[Mapping[str, Any]]] = {}
+  for point in summary["points"]:
+    if point["mean"] is not None:
+      by_method.setdefault(point["method"], []).append(point)
+  rates = {}
+  for method, points in by_method.items():
+    grid_rates = sorted(point["learning_rate"] for point in points)
+    best = max(points, key=lambda point: point["mean"])["learning_rate"]
+    if best in (grid_rates[0], grid_rates[-1]):
+      raise SelectionError(
+          f"{source}: {method}'s best rate {best:g} is at the end of its grid "
+          f"({', '.join(f'{rate:g}' for rate in grid_rates)}); widen LEARNING_RATES[{method!r}] "
+          "past it and run --study=learning_rate again.")
+    rates[method] = best
+  return method_comparison.SelectedRates(rates, source)
 
 
 def shared_settings(study: Study, spec, splits) -> Dict[str, Any]:

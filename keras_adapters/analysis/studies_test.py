@@ -143,6 +143,53 @@ class ReducePointsTest(tf.test.TestCase):
     self.assertIsNone(point["mean"])
 
 
+class SelectedRatesTest(tf.test.TestCase):
+
+  def _summary(self, means, complete=True):
+    return dict(study="learning_rate", complete=complete, points=[
+        dict(method=method, learning_rate=rate, mean=mean)
+        for method, by_rate in means.items() for rate, mean in by_rate.items()])
+
+  def test_each_method_keeps_its_best_mean(self):
+    rates = studies.selected_rates(self._summary(dict(
+        full={3e-5: 80.0, 1e-4: 82.0, 3e-4: 81.0},
+        lora={1e-3: 70.0, 3e-3: 75.0, 1e-2: None, 3e-2: 74.0})), "lr.json")
+    self.assertEqual((rates.rates, rates.source), (dict(full=1e-4, lora=3e-3), "lr.json"))
+
+  def test_a_best_rate_at_its_grids_end_is_refused(self):
+    with self.assertRaisesRegex(studies.SelectionError,
+                                r"full's best rate 0.0003 is at the end of its grid "
+                                r"\(3e-05, 0.0001, 0.0003\); widen LEARNING_RATES\['full'\]"):
+      studies.selected_rates(self._summary(dict(full={3e-5: 80.0, 1e-4: 82.0, 3e-4: 83.0})),
+                             "lr.json")
+
+  def test_an_unfinished_or_other_study_is_refused(self):
+    for summary in (self._summary(dict(full={}), complete=False),
+                    dict(self._summary(dict(full={})), study="tradeoff")):
+      with self.assertRaisesRegex(studies.SelectionError, "no finished learning-rate study"):
+        studies.selected_rates(summary, "lr.json")
+
+  def test_the_committed_study_selects_every_method_inside_its_grid(self):
+    """The record the suite trains at: every compared method has a rate, none at an end."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "results", "airline", "analysis", "learning_rate.json")
+    with open(path, encoding="utf-8") as f:
+      rates = studies.selected_rates(json.load(f), "learning_rate.json").rates
+    self.assertCountEqual(rates, method_comparison.METHODS)
+    for method, rate in rates.items():
+      self.assertIn(rate, studies.LEARNING_RATES[method][1:-1])
+
+  def test_the_tradeoff_trains_each_method_at_its_selected_rate(self):
+    rates = method_comparison.SelectedRates(dict(full=1e-4, top_k=3e-4), "lr.json")
+    trials = studies.build_study("tradeoff", _BASE, [0], 6, rates=rates).trials
+    by_method = {}
+    for trial in trials:
+      by_method.setdefault(dict(trial.point)["method"], set()).add(
+          trial.config.trainer.learning_rate)
+    self.assertEqual((by_method["full"], by_method["top_k"], by_method["layer_norm"]),
+                     ({1e-4}, {3e-4}, {method_comparison.METHODS["layer_norm"]["learning_rate"]}))
+
+
 class RunStudyTest(tf.test.TestCase):
 
   def setUp(self):

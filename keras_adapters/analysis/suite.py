@@ -38,10 +38,19 @@ def read_comparison(results_dir: str, task: str) -> Optional[Dict[str, Any]]:
   return atomic_io.read_json(os.path.join(results_dir, task, COMPARISON_FILE))
 
 
-def missing_methods(comparison: Optional[Mapping[str, Any]]) -> List[str]:
-  """The BERT methods without a row in `comparison` (all of them without a comparison)."""
-  present = {row["method"] for row in (comparison or {}).get("rows", [])}
+def missing_methods(comparison: Optional[Mapping[str, Any]],
+                    rates: Optional[method_comparison.SelectedRates] = None) -> List[str]:
+  """The BERT methods without a row in `comparison` (all of them without a comparison), or
+  whose row trained at another rate than `rates` selects for them."""
+  present = {row["method"] for row in (comparison or {}).get("rows", [])
+             if not (rates and rates.source_of(row["method"]))
+             or _learning_rate(row) == rates.rates[row["method"]]}
   return [method for method in BERT_METHODS if method not in present]
+
+
+def _learning_rate(row: Mapping[str, Any]) -> Optional[float]:
+  """The rate a row's runs trained at (`None` for a baseline without one)."""
+  return row.get("config", {}).get("learning_rate")
 
 
 def run_suite(tasks: Sequence[str], results_dir: str,
@@ -49,7 +58,8 @@ def run_suite(tasks: Sequence[str], results_dir: str,
                                        Mapping[str, Any]],
               notes: Optional[Mapping[str, str]] = None,
               log: Callable[[str], None] = print,
-              rerun: Sequence[str] = ()) -> Dict[str, Any]:
+              rerun: Sequence[str] = (),
+              rates: Optional[method_comparison.SelectedRates] = None) -> Dict[str, Any]:
   """Completes every task's comparison, then writes `suite.json` and `suite.md`.
 
   Args:
@@ -63,6 +73,8 @@ def run_suite(tasks: Sequence[str], results_dir: str,
       table.
     log: Where progress lines go.
     rerun: BERT methods every task trains again, although its comparison has their rows.
+    rates: The learning rates a study selected; a method's row trained at another rate is
+      missing, so `run_comparison` trains it at the selected one.
 
   Returns:
     The suite written (see `build_suite`).
@@ -70,11 +82,12 @@ def run_suite(tasks: Sequence[str], results_dir: str,
   comparisons = {}
   for task in tasks:
     comparison = read_comparison(results_dir, task)
-    missing = missing_methods(comparison)
+    missing = missing_methods(comparison, rates)
     to_run = [method for method in BERT_METHODS if method in missing or method in rerun]
     if missing:
-      log(f"{task}: no {', '.join(missing)} row in {results_dir}/{task}/{COMPARISON_FILE}; "
-          "running the comparison (finished runs are not trained again).")
+      log(f"{task}: no {', '.join(missing)} row in {results_dir}/{task}/{COMPARISON_FILE}"
+          + (f" at the rates of {rates.source}" if rates else "")
+          + "; running the comparison (finished runs are not trained again).")
     if rerun:
       log(f"{task}: training {', '.join(rerun)} again.")
     if to_run:
@@ -99,9 +112,10 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
     A JSON-ready dict: `tasks` (each task's metric, split and budget), `methods` (the BERT
     methods, then the others in order of appearance), `cells` (task → method → `mean`, `sem`,
     `seeds`, `scores`, `trainable_parameters`, `served_parameters`: all the parameters of a
-    task's own model, frozen ones included), `average` (method → mean over the tasks that
-    have it, and how many), `base_parameters` and `serving` (method → `tasks`,
-    `total_parameters`, `base_multiple`).
+    task's own model, frozen ones included; `learning_rate` and `learning_rate_from`, the
+    study record that selected it, `None` where none did), `average` (method → mean over
+    the tasks that have it, and how many), `base_parameters` and `serving` (method →
+    `tasks`, `total_parameters`, `base_multiple`).
 
   Raises:
     ValueError: No tasks, or tasks compared on different bases.
@@ -120,7 +134,9 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
   cells = {task: {row["method"]: dict(**grid.aggregate(row["scores"]), seeds=row["seeds"],
                                       scores=row["scores"],
                                       trainable_parameters=row["trainable_parameters"],
-                                      served_parameters=_served_parameters(row))
+                                      served_parameters=_served_parameters(row),
+                                      learning_rate=_learning_rate(row),
+                                      learning_rate_from=row.get("learning_rate_from"))
                   for row in comparison["rows"]}
            for task, comparison in comparisons.items()}
   average, serving = {}, {}

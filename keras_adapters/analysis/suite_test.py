@@ -6,6 +6,7 @@ import shutil
 
 import tensorflow as tf
 
+from keras_adapters.analysis import method_comparison
 from keras_adapters.analysis import suite
 
 _BASE = 20_000_000
@@ -161,6 +162,19 @@ class RunSuiteTest(tf.test.TestCase):
   def test_missing_methods(self):
     self.assertEqual(suite.missing_methods(None), list(suite.BERT_METHODS))
     self.assertEqual(suite.missing_methods(_COMPARISONS["alpha"]), [])
+
+  def test_a_row_at_another_rate_than_the_selected_one_is_missing(self):
+    rows = [dict(row, config=dict(learning_rate=5e-5 if row["method"] == "full" else 3e-3))
+            for row in _COMPARISONS["alpha"]["rows"]]
+    comparison = dict(_COMPARISONS["alpha"], rows=rows)
+    rates = method_comparison.SelectedRates(dict(full=1e-4, adapters=3e-3), "lr.json")
+    self.assertEqual(suite.missing_methods(comparison, rates), ["full"])
+    cells = suite.build_suite(dict(alpha=dict(comparison, rows=[
+        dict(row, learning_rate_from="lr.json") if row["method"] == "adapters" else row
+        for row in rows])))["cells"]["alpha"]
+    self.assertEqual((cells["adapters"]["learning_rate"], cells["adapters"]["learning_rate_from"]),
+                     (3e-3, "lr.json"))
+    self.assertIsNone(cells["full"]["learning_rate_from"])
 
 
 if __name__ == "__main__":

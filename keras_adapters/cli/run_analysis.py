@@ -25,6 +25,14 @@ budget, or on run_classification's: 2,000 training examples, 2 epochs; runs in
 `suite.md`. `--rerun=<methods>` trains those methods of every task in `--tasks` again (after
 a change of the code), their old run folders moved aside.
 
+Every study but the learning-rate one and the suite train each method at the rate the
+learning-rate study selected for it (its best mean over seeds, refused at its grid's end):
+`--learning_rates_from` names that study's JSON, by default `<results_dir>/analysis/
+learning_rate.json` for a study and `<results_dir>/airline/analysis/learning_rate.json` for the
+suite. Each suite row and cell names the rate and the record; a row trained at another rate
+is trained again at the selected one. Where no record exists at the default, each method keeps
+its registered rate and the run says so.
+
 In a clone of the repository, `python experiments/run_analysis.py` runs the same.
 """
 
@@ -49,6 +57,7 @@ from keras_adapters.data import metrics
 from keras_adapters.analysis import method_comparison
 from keras_adapters.tasks import classification
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 _SUITE = "suite"
 flags.DEFINE_enum("study", None, list(studies.STUDIES) + [_SUITE],
@@ -66,6 +75,13 @@ common_flags.define_output_flags(
     "<runs/analysis/<task>/<cpu|paper> for a study, runs for the suite>",
     results_dir="<results/<task> for a study, results for the suite>", export_dir=None)
 common_flags.define_run_flags(learning_rate=1e-3, epochs=studies.CPU_BUDGET.epochs)
+# The task whose learning-rate study selects the suite's rates: the studies' default task.
+_RATES_TASK = "airline"
+_RATES_FILE = os.path.join("analysis", "learning_rate.json")
+flags.DEFINE_string("learning_rates_from", None,
+                    "The learning-rate study's JSON whose selected rates the methods train at "
+                    f"(default: <results_dir>/{_RATES_FILE} for a study, "
+                    f"<results_dir>/{_RATES_TASK}/{_RATES_FILE} for the suite).")
 
 FLAGS = flags.FLAGS
 # What the studies and the suite set for each run themselves.
@@ -90,6 +106,31 @@ def _budget():
   return dataclasses.replace(budget, **given)
 
 
+def _results_dir():
+  return FLAGS.results_dir or (
+      "results" if FLAGS.study == _SUITE else os.path.join("results", task_flags.task_name()))
+
+
+def _selected_rates():
+  """The rates of `--learning_rates_from`, else of the record at its default place, or
+  `None` where that default holds no record: each method keeps its own."""
+  default = os.path.join(_results_dir(), *((_RATES_TASK,) if FLAGS.study == _SUITE else ()),
+                         _RATES_FILE)
+  path = FLAGS.learning_rates_from or default
+  summary = atomic_io.read_json(path)
+  if summary is None and not FLAGS.learning_rates_from:
+    print(f"No learning-rate study at {path}: each method trains at its registered rate "
+          "(run --study=learning_rate to select them).")
+    return None
+  if summary is None:
+    raise app.UsageError(f"--learning_rates_from={path}: no such file; give the JSON "
+                         "--study=learning_rate wrote.")
+  try:
+    return studies.selected_rates(summary, paths.portable(path, os.getcwd()))
+  except studies.SelectionError as error:
+    raise app.UsageError(str(error)) from None
+
+
 def _num_layers(config):
   return hub_encoder.read_hub_encoder(config.model.hub_handle).config["num_layers"]
 
@@ -100,10 +141,10 @@ def _note(task):
   return None if FLAGS.data_path or builtin is None else f"{task}: {builtin.description}"
 
 
-def _run_study(config, budget):
+def _run_study(config, budget, rates):
   spec_name = task_flags.task_name()
   model_dir = FLAGS.model_dir or os.path.join("runs", "analysis", spec_name, budget.name)
-  results_dir = FLAGS.results_dir or os.path.join("results", spec_name)
+  results_dir = _results_dir()
   suffix = "_paper" if FLAGS.paper_budget else ""
   summary_path = os.path.join(results_dir, "analysis", f"{FLAGS.study}{suffix}.json")
   atomic_io.make_writable_dir(model_dir, "model_dir")
@@ -111,7 +152,7 @@ def _run_study(config, budget):
   spec, splits = task_flags.load_splits(model_dir, budget.max_train_examples)
   num_layers = _num_layers(config)
   study = studies.build_study(FLAGS.study, config, [int(seed) for seed in FLAGS.seeds],
-                              num_layers, paper=FLAGS.paper_budget)
+                              num_layers, paper=FLAGS.paper_budget, rates=rates)
   summary = studies.run_study(study, spec, splits, model_dir, summary_path, budget,
                               export_trials=FLAGS.study == "ablation",
                               note=_note(spec.name))
@@ -143,10 +184,10 @@ def _ablate(summary, summary_path, spec, splits, config, model_dir, num_layers):
       lambda: saving.load_task_model(artifact, base_handle=config.model.hub_handle), score)
 
 
-def _run_suite(config, budget):
+def _run_suite(config, budget, rates):
   tasks = FLAGS.tasks or list(builtin_datasets.BUILTIN_TASKS)
   model_dir = FLAGS.model_dir or "runs"
-  results_dir = FLAGS.results_dir or "results"
+  results_dir = _results_dir()
   num_layers = _num_layers(config)
   seeds = [int(seed) for seed in FLAGS.seeds]
 
@@ -163,12 +204,12 @@ def _run_suite(config, budget):
     return method_comparison.compare_methods(
         spec, dict(train=splits["train"], test=splits["test"]), task_config,
         methods, seeds, os.path.join(model_dir, task), os.path.join(results_dir, task),
-        num_layers, rerun=FLAGS.rerun or ())
+        num_layers, rerun=FLAGS.rerun or (), rates=rates)
 
   suite = suite_lib.run_suite(
       tasks, results_dir, run_comparison,
       notes={task: builtin_datasets.BUILTIN_TASKS[task].description for task in tasks},
-      rerun=FLAGS.rerun or ())
+      rerun=FLAGS.rerun or (), rates=rates)
   print(suite_lib.markdown_table(suite))
   print(f"Written: {results_dir}/{suite_lib.SUITE_JSON} and {suite_lib.SUITE_MARKDOWN}")
 
@@ -195,6 +236,10 @@ def main(argv):
     raise app.UsageError(f"--tasks={','.join(FLAGS.tasks)}: {', '.join(unknown)} is no "
                          f"built-in task; choose from "
                          f"{', '.join(builtin_datasets.BUILTIN_TASKS)}.")
+  if FLAGS.study == "learning_rate" and FLAGS.learning_rates_from:
+    raise app.UsageError("--learning_rates_from: --study=learning_rate selects the rates "
+                         "itself; drop it.")
+  rates = None if FLAGS.study == "learning_rate" else _selected_rates()
   common_flags.create_strategy()
   budget = _budget()
   # A study's points and the suite's comparisons train every method.
@@ -203,9 +248,9 @@ def main(argv):
                                               batch_size=budget.batch_size)
   common_flags.check_base(config)
   if FLAGS.study == _SUITE:
-    _run_suite(config, budget)
+    _run_suite(config, budget, rates)
   else:
-    _run_study(config, budget)
+    _run_study(config, budget, rates)
 
 
 def run():
