@@ -56,6 +56,11 @@ def adapt(backbone, config):
   """
   _check_backbone(backbone)
   check_config(config)
+  pooler_specs = [spec for spec in config.delta_specs() if projections.POOLER in spec["targets"]]
+  if pooler_specs and getattr(backbone, backbones.POOLER_ATTRIBUTE, None) is None:
+    raise errors.UsageError(
+        f"{type(config).__name__}(target_modules={list(config.target_modules)!r}): the "
+        f"{type(backbone).__name__} has no pooler; leave 'pooler' out.")
   blocks = backbone.transformer_layers
   try:
     config.validate_for(len(blocks))
@@ -76,6 +81,9 @@ def adapt(backbone, config):
     adapter_size = config.bottleneck_size(hidden_size)
     if adapter_size is not None:
       _add_adapters(block, config, adapter_size, hidden_size)
+  # The pooler is no block's: `leave_out` does not apply to it, as on the Keras 2 path.
+  for spec in pooler_specs:
+    _add_pooler_delta(backbone, spec)
   if config.train_layer_norms:
     # AdapterDrop's training freezes the embeddings' and the lowest blocks' LayerNorms.
     frozen_below = config.layer_norms_frozen_below
@@ -111,6 +119,10 @@ def merge(model):
       if isinstance(wrapper, layers.AdaptedProjection):
         _replace_sublayer(owner, attribute, wrapper.merged_projection())
         merged += 1
+  pooler = getattr(backbone, backbones.POOLER_ATTRIBUTE, None)
+  if isinstance(pooler, layers.AdaptedProjection):
+    _replace_graph_layer(backbone, backbones.POOLER_ATTRIBUTE, pooler.merged_projection())
+    merged += 1
   for holder in {id(m): m for m in (model, backbone)}.values():
     _forget_traced_functions(holder)
   return merged
@@ -210,11 +222,6 @@ def check_config(config):
         "LayerNorm before the adapter, its skip must start before that LayerNorm "
         "(residual_before_ln=True, Pfeiffer's), or use the Keras 2 path "
         "(keras_adapters.AdaptedBert).")
-  if projections.POOLER in getattr(config, "target_modules", ()):
-    raise errors.UsageError(
-        f"{type(config).__name__}(target_modules={list(config.target_modules)!r}): the "
-        "pooler's projection is not supported on Keras 3 yet: leave 'pooler' out, or use the "
-        "Keras 2 path (keras_adapters.AdaptedBert).")
 
 
 def _add_deltas(block, spec):
@@ -230,6 +237,16 @@ def _add_deltas(block, spec):
                                name=f"{target}_{spec['method']}")
     _replace_sublayer(owner, attribute, layers.AdaptedProjection(
         projection, [delta], dtype=block.dtype_policy, name=f"{target}_adapted"))
+
+
+def _add_pooler_delta(backbone, spec):
+  """Wraps BERT's pooler projection for a config's `delta_specs()` item that targets it."""
+  pooler = getattr(backbone, backbones.POOLER_ATTRIBUTE)
+  delta = layers.MethodDelta(spec["method"], projections.POOLER, math.prod(pooler.bias.shape),
+                             spec["targets"][projections.POOLER], dtype=pooler.dtype_policy,
+                             name=f"{projections.POOLER}_{spec['method']}")
+  _replace_graph_layer(backbone, backbones.POOLER_ATTRIBUTE, layers.AdaptedProjection(
+      pooler, [delta], dtype=pooler.dtype_policy, name=f"{projections.POOLER}_adapted"))
 
 
 def _add_adapters(block, config, adapter_size, hidden_size):
@@ -259,6 +276,24 @@ def _forget_traced_functions(model):
   for name in ("train_function", "test_function", "predict_function"):
     if getattr(model, name, None) is not None:
       setattr(model, name, None)
+
+
+def _replace_graph_layer(model, attribute, layer):
+  """Sets `model.<attribute>`, a layer that the functional `model`'s graph calls (unlike a
+  block's sub-layers, which the block calls by attribute), to `layer` in the graph too: its
+  nodes call `layer` in the old one's place."""
+  old = getattr(model, attribute)
+  _replace_sublayer(model, attribute, layer)
+  # pylint: disable=protected-access
+  for nodes in model._nodes_by_depth.values():
+    for node in nodes:
+      if node.operation is old:
+        node.operation = layer
+  model._operations = [layer if operation is old else operation
+                       for operation in model._operations]
+  for depth, operations in model._operations_by_depth.items():
+    model._operations_by_depth[depth] = [layer if operation is old else operation
+                                         for operation in operations]
 
 
 def _replace_sublayer(owner, attribute, layer):

@@ -16,6 +16,7 @@ from keras_adapters import keras3 as kak
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.keras3 import layers
 from keras_adapters.keras3 import testing
+from keras_adapters.utils import errors
 
 
 def _subprocess_report(backend):
@@ -47,12 +48,12 @@ class _ReportChecks:
     self.assertEqual(self.report["houlsby"]["trainable"], 2 * 2 * (2 * m * d + d + m) + 5 * 2 * d)
 
   def test_lora_and_ia3_start_as_the_base_and_adapters_near_it(self):
-    for name in ("lora", "dora", "dora_adapterhub", "ia3"):
+    for name in ("lora", "dora", "dora_adapterhub", "ia3", "lora_pooler"):
       self.assertLess(self.report[name]["start_change"], 1e-6, name)
     self.assertBetween(self.report["houlsby"]["start_change"], 1e-7, 1e-2)
 
   def test_merge_keeps_the_outputs(self):
-    for name in ("lora", "dora", "dora_adapterhub", "ia3"):
+    for name in ("lora", "dora", "dora_adapterhub", "ia3", "lora_pooler"):
       self.assertGreater(self.report[name]["adapted_change"], 1e-3, name)
       self.assertLess(self.report[name]["merge_change"], 1e-5, name)
 
@@ -100,6 +101,30 @@ class AdaptTest(tf.test.TestCase):
       self.assertIsInstance(attention._value_dense, layers.AdaptedProjection)
       self.assertNotIsInstance(attention._key_dense, layers.AdaptedProjection)
       self.assertEqual(attention._value_dense.deltas[0].name, "value_lora")
+
+  def test_the_pooler_projection_is_wrapped_in_the_backbones_graph(self):
+    """LoRA on BERT's pooler wraps `pooled_dense` where the backbone's graph calls it, so a
+    task on the backbone reads the changed pooled output; merging gives the Dense back."""
+    backbone = kak.adapt(testing.tiny_backbone(), kak.LoRAConfig(target_modules=("pooler",)))
+    self.assertIsInstance(backbone.pooled_dense, layers.AdaptedProjection)
+    self.assertIn(backbone.pooled_dense, backbone.layers)
+    self.assertEqual(backbone.pooled_dense.deltas[0].name, "pooler_lora")
+    testing.randomize(backbone.pooled_dense.deltas)
+    classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
+                                                     preprocessor=None)
+    inputs = testing.tiny_inputs()
+    adapted = keras.ops.convert_to_numpy(classifier(inputs))
+    self.assertEqual(kak.merge(classifier), 1)
+    self.assertIsInstance(backbone.pooled_dense, keras.layers.Dense)
+    self.assertIn(backbone.pooled_dense, backbone.layers)
+    self.assertAllClose(keras.ops.convert_to_numpy(classifier(inputs)), adapted, atol=1e-5)
+
+  def test_the_pooler_of_a_backbone_without_one_is_refused(self):
+    backbone = testing.tiny_backbones()["RobertaBackbone"]
+    with self.assertRaisesRegex(errors.UsageError,
+                                "the RobertaBackbone has no pooler; leave 'pooler' out"):
+      kak.adapt(backbone, kak.LoRAConfig(target_modules=("query", "pooler")))
+    self.assertTrue(all(w.trainable for w in backbone.weights))
 
   def test_freeze_below_adapters_trains_what_the_keras2_path_trains(self):
     """AdapterDrop's training: the adapters and LayerNorms of the adapted block train, each

@@ -211,7 +211,7 @@ def task_weights(model):
 def adapter_weights(backbone):
   """An adapted backbone's adapter set by the Keras 2 path's keys: the LayerNorms (the
   embedding one and each block's two), the bottleneck adapters and the projections'
-  changes."""
+  changes (the pooler's too)."""
   keyed = _layer_norm("embeddings/layer_norm", backbone.embeddings_layer_norm)
   # pylint: disable=protected-access
   for index, block in enumerate(backbone.transformer_layers):
@@ -231,9 +231,18 @@ def adapter_weights(backbone):
       projection = getattr(getattr(block, owner) if owner else block, attribute)
       if isinstance(projection, layers.AdaptedProjection):
         for delta in projection.deltas:
-          keyed.update({f"{prefix}/{target}/{delta.method}/{name}": variable
-                        for name, variable in delta.weights_by_key().items()})
+          keyed.update(_delta_weights(f"{prefix}/{target}", delta))
+  pooler = getattr(backbone, backbones.POOLER_ATTRIBUTE, None)
+  if isinstance(pooler, layers.AdaptedProjection):
+    # The Keras 2 encoder's pooler is its `pooler_transform`.
+    for delta in pooler.deltas:
+      keyed.update(_delta_weights("pooler_transform", delta))
   return keyed
+
+
+def _delta_weights(prefix, delta):
+  return {f"{prefix}/{delta.method}/{name}": variable
+          for name, variable in delta.weights_by_key().items()}
 
 
 def _bottleneck_weights(adapter):

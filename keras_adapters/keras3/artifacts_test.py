@@ -34,6 +34,8 @@ _CONFIGS = {
         "query", "key", "value", "attention_output", "intermediate", "output")),
                  pooling="cls", hidden_layers=0),
     "ia3": dict(config=ka.IA3Config(train_layer_norms=True), pooling="cls", hidden_layers=1),
+    "lora_pooler": dict(config=ka.LoRAConfig(r=2, target_modules=("value", "pooler")),
+                        pooling="cls", hidden_layers=0),
     "dora": dict(config=ka.LoRAConfig(r=2, alpha=4.0, use_dora=True, target_modules=(
         "query", "value", "intermediate")), pooling="cls", hidden_layers=0),
     "dora_adapterhub": dict(config=ka.LoRAConfig(

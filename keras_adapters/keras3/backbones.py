@@ -31,6 +31,9 @@ PROJECTION_ATTRIBUTES = {
     "intermediate": (None, "_feedforward_intermediate_dense"),
     "output": (None, "_feedforward_output_dense"),
 }
+# The attribute of keras-hub's `BertBackbone` holding BERT's pooler projection (before its
+# tanh), a layer of the backbone's functional graph; RoBERTa and DistilBERT have none.
+POOLER_ATTRIBUTE = "pooled_dense"
 # The dropout on each sub-layer's output, whose output is what the block adds to the residual
 # and normalises: where a bottleneck adapter goes (Houlsby's placement).
 ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",

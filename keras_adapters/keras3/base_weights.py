@@ -10,6 +10,7 @@ artifact's base check holds across them.
 import keras
 
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import layers
 
 # A block's weights: Model Garden name inside `transformer/layer_<i>/` → the attribute path
@@ -41,7 +42,7 @@ def model_garden_weights(backbone):
   }
   if hasattr(backbone, "segment_embedding"):
     named["type_embeddings/embeddings"] = backbone.segment_embedding.embeddings
-  for name, attribute in (("pooler_transform", "pooled_dense"),
+  for name, attribute in (("pooler_transform", backbones.POOLER_ATTRIBUTE),
                           ("embedding_projection", "embeddings_projection")):
     if getattr(backbone, attribute, None) is not None:
       named.update(_parts(name, getattr(backbone, attribute)))

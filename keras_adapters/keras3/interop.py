@@ -51,8 +51,7 @@ def load_peft(directory, backbone=None):
     classifier weights.
 
   Raises:
-    PeftError: Files missing, another peft type or task, options not supported here or not
-      on Keras 3 yet (LoRA on the pooler: `keras_adapters.load_peft` reads it).
+    PeftError: Files missing, another peft type or task, or options not supported here.
   """
   directory = os.fspath(directory)
   meta, tensors = peft_format.read(directory)

@@ -65,6 +65,14 @@ def sequence_output(backbone, inputs):
       outputs["sequence_output"] if isinstance(outputs, dict) else outputs)
 
 
+def all_outputs(backbone, inputs):
+  """The backbone's outputs for `inputs` as one flat NumPy vector: the sequence output and,
+  where the backbone has one (BERT, ELECTRA), the pooled output."""
+  outputs = backbone(inputs)
+  outputs = outputs.values() if isinstance(outputs, dict) else [outputs]
+  return np.concatenate([keras.ops.convert_to_numpy(output).ravel() for output in outputs])
+
+
 def randomize(layers, seed=2, scale=0.3):
   """Gives every weight of `layers` random values around its own (ones stay near one), so
   that a method's layers change the output."""
@@ -94,6 +102,8 @@ def report_configs():
       "dora_adapterhub": kak.LoRAConfig(r=2, use_dora=True, dora_variant="adapterhub",
                                         target_modules=("key", "attention_output", "output")),
       "ia3": kak.IA3Config(train_layer_norms=True),
+      # BERT's pooler alone: its change shows in the pooled output only.
+      "lora_pooler": kak.LoRAConfig(r=2, target_modules=("pooler",)),
   }
 
 
@@ -102,7 +112,7 @@ def method_report(configs=None):
   backend (`KERAS_BACKEND`) where the Keras 3 path is right.
 
   For each config: `trainable` (the parameters that train), `start_change` (how far the
-  adapted backbone's output starts from the base's: 0 up to float rounding, or the
+  adapted backbone's outputs (`all_outputs`) start from the base's: 0 up to float rounding, or the
   adapters' small start), for LoRA (DoRA too) and (IA)³ `adapted_change` (how far random,
   trained-like method layers move it) and `merge_change` (how far merging them then moves
   it), and from one step of a `BertTextClassifier` on the adapted backbone: `fit_loss`,
@@ -114,10 +124,10 @@ def method_report(configs=None):
   report = {}
   for name, config in (configs or report_configs()).items():
     backbone = tiny_backbone()
-    base = sequence_output(backbone, inputs)
+    base = all_outputs(backbone, inputs)
     kak.adapt(backbone, config)
     entry = dict(trainable=int(sum(np.prod(w.shape) for w in backbone.trainable_weights)),
-                 start_change=float(np.abs(sequence_output(backbone, inputs) - base).max()))
+                 start_change=float(np.abs(all_outputs(backbone, inputs) - base).max()))
     frozen = [(w, keras.ops.convert_to_numpy(w)) for w in backbone.non_trainable_weights]
     trained = [(w, keras.ops.convert_to_numpy(w)) for w in backbone.trainable_weights]
     classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
@@ -134,9 +144,9 @@ def method_report(configs=None):
     if not isinstance(config, kak.AdapterConfig):
       randomize([layer for layer in backbone._flatten_layers()  # pylint: disable=protected-access
                  if isinstance(layer, layers.MethodDelta)])
-      adapted = sequence_output(backbone, inputs)
+      adapted = all_outputs(backbone, inputs)
       entry["adapted_change"] = float(np.abs(adapted - base).max())
       kak.merge(backbone)
-      entry["merge_change"] = float(np.abs(sequence_output(backbone, inputs) - adapted).max())
+      entry["merge_change"] = float(np.abs(all_outputs(backbone, inputs) - adapted).max())
     report[name] = entry
   return report

@@ -183,7 +183,6 @@ class RefusalTest(tf.test.TestCase):
     """Each refused by `run_task` before the (unreadable) base is read."""
     spec, splits = task_testing.colour_task()
     cases = {
-        "pooler": dict(method="lora", lora_target_modules="query,pooler"),
         "is_parallel": dict(is_parallel=True),
         "tuning": dict(method="full"),
         "strategy='mirrored'": dict(strategy="mirrored"),
