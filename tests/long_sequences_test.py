@@ -1,6 +1,6 @@
 """512 tokens, the whole position table of a BERT, work end to end: training, evaluation, the
 single-task SavedModel, the adapter artifact reloaded, and the multi-task SavedModel (BERT-large's
-shape: bert_large_test.py).
+blocks: bert_large_test.py).
 
 A tiny Model Garden export with BERT's 512 position embeddings stands in for a Hub BERT; the
 texts run past 512 wordpieces, so every packed sequence fills all 512 positions.
