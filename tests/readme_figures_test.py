@@ -16,7 +16,8 @@ once rendered (each page on its own: a page names the file of its figures before
   a generated table, kept whole.
 
 So a rerun that changes a file fails this test until the README and the docs say the new
-figure.
+figure: `python scripts/refresh_figures.py` rewrites every marked figure from its file
+(`refresh`); the sentences around a changed figure are then the writer's to reread.
 """
 
 import ast
@@ -33,7 +34,7 @@ import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The pages that quote figures: the README and the docs site's.
-_PAGES = ["README.md"] + sorted(
+PAGES = ["README.md"] + sorted(
     os.path.relpath(path, _REPO)
     for path in glob.glob(os.path.join(_REPO, "docs", "**", "*.md"), recursive=True))
 _MARKER = re.compile(r"<!--\s*(figures:|=|same as)\s*(.*?)\s*-->", re.S)
@@ -112,6 +113,35 @@ def check(readme: str, repo_dir: str = _REPO, page: str = "README.md") -> List[s
   return errors
 
 
+# A quoted figure as the text writes it: a sign, digits with thousands commas, decimals, an
+# exponent, a percent sign; bold `**` may close it.
+_QUOTED = re.compile(r"([-+\u2212]?)(\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?%?)(\**)\Z")
+
+
+def refresh(readme: str, repo_dir: str = _REPO) -> str:
+  """`readme` with every marked figure rewritten as its file gives it now; the copied blocks
+  are left as they are. A minus keeps the text's way of writing it ("-" or U+2212, the
+  README's); an ASCII "-" before a figure without a sign stays, as it may be a dash."""
+  pieces, record, end = [], None, 0
+  for match in _MARKER.finditer(readme):
+    kind, argument = match.group(1), " ".join(match.group(2).split())
+    if kind == "figures:":
+      with open(os.path.join(repo_dir, argument), encoding="utf-8") as f:
+        record = json.load(f)
+    elif kind == "=":
+      expression, spec = argument.rsplit(None, 1)
+      quoted = _QUOTED.search(readme, end, match.start())
+      if quoted is not None:
+        sign, _, bold = quoted.groups()
+        figure = format(evaluate(expression, record), spec)
+        if figure.startswith("-"):
+          figure = ("-" if sign == "-" else "\u2212") + figure[1:]
+        start = quoted.start() if figure[0] in "-+\u2212" or sign == "\u2212" else quoted.start(2)
+        pieces += [readme[end:start], figure + bold]
+        end = match.start()
+  return "".join(pieces) + readme[end:]
+
+
 def _check_figure(before: str, argument: str, record: Any, source: str, where: str):
   if record is None:
     return [f"{where}: a figure before any <!-- figures: <file> --> marker"]
@@ -131,13 +161,27 @@ class ReadmeFiguresTest(tf.test.TestCase):
   def setUp(self):
     super().setUp()
     self.pages = {}
-    for page in _PAGES:
+    for page in PAGES:
       with open(os.path.join(_REPO, page), encoding="utf-8") as f:
         self.pages[page] = f.read()
 
   def test_every_quoted_figure_equals_its_file(self):
     for page, text in self.pages.items():
       self.assertEqual(check(text, page=page), [], page)
+
+  def test_refresh_rewrites_the_figures_that_differ_and_nothing_else(self):
+    root = self.create_tempdir().full_path
+    with open(os.path.join(root, "r.json"), "w", encoding="utf-8") as f:
+      json.dump(dict(a=83.456, b=-0.5, n=1234567), f)
+    page = ("<!-- figures: r.json -->A **80.00<!-- = a .2f -->** and \u22120.10<!-- = b .2f "
+            "-->, n 1,000<!-- = n ,d --> of 2 runs, 5.0e-01<!-- = -b .1e -->-1, "
+            "(-1.5<!-- = b .1f -->, +0.1<!-- = -b +.1f -->)")
+    refreshed = refresh(page, root)
+    self.assertEqual(refreshed, "<!-- figures: r.json -->A **83.46<!-- = a .2f -->** and "
+                     "\u22120.50<!-- = b .2f -->, n 1,234,567<!-- = n ,d --> of 2 runs, "
+                     "5.0e-01<!-- = -b .1e -->-1, (-0.5<!-- = b .1f -->, +0.5<!-- = -b +.1f -->)")
+    self.assertEqual(check(refreshed, root), [])
+    self.assertEqual(refresh(refreshed, root), refreshed)
 
   def test_the_docs_quote_their_results(self):
     markers = [kind for text in self.pages.values() for kind, _ in _MARKER.findall(text)]

@@ -198,7 +198,8 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
                for method in ("layer_norm", "full")]
     # alpha stays at its default over the ranks, as Hu et al. keep it (scaling alpha / r).
     points += [(dict(method="lora", lora_r=rank),
-                _method(base_config, "lora", num_layers, rates, lora_r=rank)) for rank in LORA_RANKS]
+                _method(base_config, "lora", num_layers, rates, lora_r=rank))
+               for rank in LORA_RANKS]
     points.append((dict(method="ia3"), _method(base_config, "ia3", num_layers, rates)))
     for point, config in points:
       trials += _trials(point, _options(config, learning_rates=swept), seeds)
