@@ -112,8 +112,7 @@ class Keras3CliTest(tf.test.TestCase):
   def test_refusals_are_one_line_before_any_work(self):
     model_dir = os.path.join(self.create_tempdir().full_path, "never_made")
     cases = {
-        ("--method=lora", "--lora_target_modules=query,pooler"): "pooler",
-        ("--adapter_config={\"is_parallel\": true}",): "is_parallel",
+        ("--adapter_config={\"original_ln_after\": false}",): "original_ln_after",
         ("--strategy=mirrored",): "--strategy='mirrored'",
         ("--methods=adapters,lora",): "--keras=3 trains one --method",
         ("--backend=jax",): "Keras was loaded on 'tensorflow'",

@@ -35,8 +35,9 @@ class AdaptMistakesTest(tf.test.TestCase, parameterized.TestCase):
                         r"cannot adapt a Sequential: it supports keras-hub's BertBackbone")
 
   @parameterized.named_parameters(
-      ("parallel", kak.AdapterConfig(is_parallel=True), r"AdapterConfig\(is_parallel=True\) "
-       r"is not supported on Keras 3 yet: leave is_parallel at False"),
+      ("ln_after_off", kak.AdapterConfig(original_ln_after=False),
+       r"AdapterConfig\(original_ln_after=False\) is not supported on Keras 3 yet: leave "
+       r"original_ln_after at True"),
       ("pfeiffer_skip_after_the_norm", kak.AdapterConfig(
           mh_adapter=False, original_ln_before=True, residual_before_ln=False),
        r"original_ln_before=True, residual_before_ln=False\) is not supported on Keras 3 "

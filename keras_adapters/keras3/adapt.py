@@ -28,7 +28,8 @@ def adapt(backbone, config):
   Bottleneck adapters (`AdapterConfig`) go after the attention and the feed-forward
   sub-layers' outputs, before the residual add and LayerNorm (Houlsby's placement), or
   with `original_ln_before` between that add and LayerNorm and the LayerNorm again
-  (Pfeiffer's: `AdapterConfig(mh_adapter=False, original_ln_before=True)`); LoRA
+  (Pfeiffer's: `AdapterConfig(mh_adapter=False, original_ln_before=True)`), or parallel
+  to the sub-layers, reading their input (`is_parallel`, He et al.'s); LoRA
   and (IA)³ (`LoRAConfig`, `IA3Config`) change the block's projections (`query`, `key`,
   `value`, `attention_output`, `intermediate`, `output`). The base freezes: only the
   method's layers train, with the LayerNorms (the embedding one included) when the config
@@ -156,7 +157,8 @@ def drop_adapters(model, layer_indices):
   for index in sorted(set(layer_indices)):
     for owner, attribute, wrapper in _method_layers(blocks[index]):
       _replace_sublayer(owner, attribute, getattr(wrapper, _WRAPPED[type(wrapper)]))
-      removed += 1
+      # A parallel adapter's tap on its sub-layer's input goes with the adapter.
+      removed += not isinstance(wrapper, layers.SublayerInputTap)
   for holder in {id(m): m for m in (model, backbone)}.values():
     _forget_traced_functions(holder)
   return removed
@@ -164,7 +166,7 @@ def drop_adapters(model, layer_indices):
 
 # The attribute of each layer `adapt` puts into a block that holds the base layer it wraps.
 _WRAPPED = {layers.AdaptedProjection: "projection", layers.AdaptedSublayerOutput: "dropout",
-            layers.AdaptedLayerNorm: "layer_norm"}
+            layers.AdaptedLayerNorm: "layer_norm", layers.SublayerInputTap: "projection"}
 
 
 def _method_layers(block):
@@ -180,9 +182,7 @@ def _method_layers(block):
 def _check_backbone(backbone):
   backbones.check_adaptable(backbone)
   sublayers = backbone._flatten_layers()  # pylint: disable=protected-access
-  if any(isinstance(layer, (layers.AdaptedProjection, layers.AdaptedSublayerOutput,
-                            layers.AdaptedLayerNorm))
-         for layer in sublayers):
+  if any(isinstance(layer, tuple(_WRAPPED)) for layer in sublayers):
     raise errors.UsageError(
         f"The {type(backbone).__name__} is adapted already; adapt a backbone once (build "
         "or load a fresh one for another config).")
@@ -265,9 +265,17 @@ def _add_adapters(block, config, adapter_size, hidden_size):
       attribute, wrapper = backbones.LAYER_NORM_ATTRIBUTES[placement], layers.AdaptedLayerNorm
     else:
       attribute, wrapper = backbones.ADAPTER_ATTRIBUTES[placement], layers.AdaptedSublayerOutput
+    extra = {}
+    if options["is_parallel"]:
+      owner_name, tapped = backbones.PROJECTION_ATTRIBUTES[
+          backbones.SUBLAYER_INPUT_PROJECTIONS[placement]]
+      owner = getattr(block, owner_name) if owner_name else block
+      extra["tap"] = layers.SublayerInputTap(getattr(owner, tapped), dtype=block.dtype_policy,
+                                             name=f"{tapped.strip('_')}_input")
+      _replace_sublayer(owner, tapped, extra["tap"])
     _replace_sublayer(block, attribute, wrapper(
         getattr(block, attribute), adapter, dtype=block.dtype_policy,
-        name=f"{attribute.strip('_')}_adapted"))
+        name=f"{attribute.strip('_')}_adapted", **extra))
 
 
 def _forget_traced_functions(model):

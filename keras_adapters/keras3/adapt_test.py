@@ -157,11 +157,12 @@ class AdaptTest(tf.test.TestCase):
     self.assertEqual(kak.merge(backbone), 0)
 
   def test_drop_adapters_gives_blocks_the_base_s_computation(self):
-    """AdapterDrop on every block: trained-like adapters (Pfeiffer's placement) or LoRA
-    layers gone, the backbone computes as the base again."""
+    """AdapterDrop on every block: trained-like adapters (Pfeiffer's placement, parallel ones
+    with their taps) or LoRA layers gone, the backbone computes as the base again."""
     inputs = testing.tiny_inputs()
     for config, count in ((kak.AdapterConfig(adapter_size=4, mh_adapter=False,
                                              original_ln_before=True), 2),
+                          (kak.AdapterConfig(adapter_size=4, is_parallel=True), 4),
                           (kak.LoRAConfig(), 4)):
       backbone = testing.tiny_backbone()
       base = testing.sequence_output(backbone, inputs)
@@ -172,27 +173,31 @@ class AdaptTest(tf.test.TestCase):
       self.assertEqual(kak.drop_adapters(backbone, [1]), count // 2)
       self.assertEqual(kak.drop_adapters(backbone, [0, 1]), count // 2)
       self.assertAllClose(testing.sequence_output(backbone, inputs), base, atol=1e-6)
+      self.assertFalse([layer for layer in backbone._flatten_layers()
+                        if isinstance(layer, layers.SublayerInputTap)])
 
   def test_a_compiled_task_fits_and_predicts_with_the_adapters(self):
     """`BertTextClassifier` on an adapted backbone, compiled as a user compiles it: its
-    traced `predict` computes what an eager call does, adapters included, and `fit` trains
-    the adapters and not the base."""
-    backbone = kak.adapt(testing.tiny_backbone(), kak.AdapterConfig(adapter_size=4))
-    adapter = backbone.transformer_layers[1]._feedforward_dropout.adapter
-    testing.randomize([adapter])
-    inputs = testing.tiny_inputs()
-    classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
-                                                     preprocessor=None)
-    classifier.compile(optimizer="adam",
-                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    self.assertAllClose(classifier.predict(inputs, verbose=0),
-                        keras.ops.convert_to_numpy(classifier(inputs)), atol=1e-5)
-    kernel = backbone.transformer_layers[0]._self_attention_layer._query_dense.kernel
-    before = [keras.ops.convert_to_numpy(w) for w in (kernel, adapter.up_project.kernel)]
-    classifier.fit(inputs, np.array([0, 1, 0]), epochs=1, verbose=0)
-    self.assertAllEqual(keras.ops.convert_to_numpy(kernel), before[0])
-    self.assertNotAllClose(keras.ops.convert_to_numpy(adapter.up_project.kernel), before[1])
-
+    traced `predict` computes what an eager call does, adapters included (parallel ones,
+    which read their sub-layer's input, too), and `fit` trains the adapters and not the
+    base."""
+    for config in (kak.AdapterConfig(adapter_size=4),
+                   kak.AdapterConfig(adapter_size=4, is_parallel=True)):
+      backbone = kak.adapt(testing.tiny_backbone(), config)
+      adapter = backbone.transformer_layers[1]._feedforward_dropout.adapter
+      testing.randomize([adapter])
+      inputs = testing.tiny_inputs()
+      classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=2,
+                                                       preprocessor=None)
+      classifier.compile(optimizer="adam",
+                         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+      self.assertAllClose(classifier.predict(inputs, verbose=0),
+                          keras.ops.convert_to_numpy(classifier(inputs)), atol=1e-5)
+      kernel = backbone.transformer_layers[0]._self_attention_layer._key_dense.kernel
+      before = [keras.ops.convert_to_numpy(w) for w in (kernel, adapter.up_project.kernel)]
+      classifier.fit(inputs, np.array([0, 1, 0]), epochs=1, verbose=0)
+      self.assertAllEqual(keras.ops.convert_to_numpy(kernel), before[0])
+      self.assertNotAllClose(keras.ops.convert_to_numpy(adapter.up_project.kernel), before[1])
 
 if __name__ == "__main__":
   tf.test.main()

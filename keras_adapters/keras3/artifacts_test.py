@@ -30,6 +30,11 @@ _CONFIGS = {
     "own_norms": dict(config=ka.AdapterConfig(adapter_size=4, ln_before=True, ln_after=True,
                                               mh_adapter=False, scaling=2.0),
                       pooling="mean", hidden_layers=0),
+    "parallel": dict(config=ka.AdapterConfig(is_parallel=True, scaling=4.0, reduction_factor=4,
+                                             activation="gelu"), pooling="cls", hidden_layers=0),
+    "parallel_feedforward": dict(config=ka.AdapterConfig(
+        is_parallel=True, mh_adapter=False, adapter_size=4, ln_before=True),
+                                 pooling="mean", hidden_layers=0),
     "lora": dict(config=ka.LoRAConfig(r=2, alpha=4.0, target_modules=(
         "query", "key", "value", "attention_output", "intermediate", "output")),
                  pooling="cls", hidden_layers=0),

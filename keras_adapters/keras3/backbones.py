@@ -38,6 +38,9 @@ POOLER_ATTRIBUTE = "pooled_dense"
 # and normalises: where a bottleneck adapter goes (Houlsby's placement).
 ADAPTER_ATTRIBUTES = {"mh_adapter": "_self_attention_dropout",
                       "output_adapter": "_feedforward_dropout"}
+# The projection of each sub-layer that reads the sub-layer's input `x` first (the block is
+# post-LayerNorm, so `x` is the residual): where a parallel adapter takes `x` (`is_parallel`).
+SUBLAYER_INPUT_PROJECTIONS = {"mh_adapter": "query", "output_adapter": "intermediate"}
 # The LayerNorm after each sub-layer's residual add: where an adapter goes when the base's
 # add and LayerNorm come before it too (`original_ln_before`, Pfeiffer's placement).
 LAYER_NORM_ATTRIBUTES = {"mh_adapter": "_self_attention_layer_norm",

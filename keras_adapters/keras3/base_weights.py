@@ -56,9 +56,15 @@ def model_garden_weights(backbone):
   return named
 
 
-def _parts(prefix, layer):
-  if isinstance(layer, layers.AdaptedProjection):
+def base_projection(layer):
+  """The base's own layer under the wrappers `adapt` put around a projection."""
+  while isinstance(layer, (layers.AdaptedProjection, layers.SublayerInputTap)):
     layer = layer.projection
+  return layer
+
+
+def _parts(prefix, layer):
+  layer = base_projection(layer)
   if isinstance(layer, layers.AdaptedLayerNorm):
     layer = layer.layer_norm
   if hasattr(layer, "gamma"):
@@ -83,8 +89,6 @@ def activation_name(backbone):
   """The name of the feed-forward activation of the backbone's blocks, as artifacts record
   it, or the function's own name for one the Keras 2 path does not know."""
   block = backbone.transformer_layers[0]
-  dense = block._feedforward_intermediate_dense  # pylint: disable=protected-access
-  if isinstance(dense, layers.AdaptedProjection):
-    dense = dense.projection
+  dense = base_projection(block._feedforward_intermediate_dense)  # pylint: disable=protected-access
   name = getattr(dense.activation, "__name__", str(dense.activation))
   return _ACTIVATION_NAMES.get(name, name)

@@ -120,7 +120,7 @@ def load_adapterhub(directory, backbone=None):
 
   Raises:
     AdapterHubError: Files missing or pickled, options not supported here or not on Keras 3
-      yet (parallel adapters: `keras_adapters.load_adapterhub` reads them), another base.
+      yet (`original_ln_after=False`: `keras_adapters.load_adapterhub` reads it), another base.
   """
   directory = os.fspath(directory)
   adapter = adapterhub_format.read(directory)

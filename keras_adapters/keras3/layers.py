@@ -160,7 +160,8 @@ class BottleneckAdapter(keras.layers.Layer):
   LayerNorm: by default Houlsby's `h + s · (W_up · f(W_down · h + b_down) + b_up)`, with
   AdapterHub's options that apply there (`scaling`, `ln_before`, `ln_after`,
   `adapter_residual_before_ln`). Called with the block's LayerNorm, it sits in that
-  LayerNorm's place instead, on the residual sum (`original_ln_before`, Pfeiffer's).
+  LayerNorm's place instead, on the residual sum (`original_ln_before`, Pfeiffer's). Called
+  with the sub-layer's input `x`, it is parallel to the sub-layer (`is_parallel`).
 
   Args:
     adapter_size: `m`, the width of the down-projection.
@@ -192,10 +193,15 @@ class BottleneckAdapter(keras.layers.Layer):
       if norm is not None:
         norm.build(input_shape)
 
-  def call(self, inputs, layer_norm=None):  # pylint: disable=arguments-differ
+  def call(self, inputs, layer_norm=None, sublayer_input=None):  # pylint: disable=arguments-differ
     parts = bottleneck.AdapterParts(
         project=lambda h: self.up_project(self.down_project(h)),
         norm_before=self.layer_norm_before, norm_after=self.layer_norm_after)
+    if sublayer_input is not None:
+      # Parallel (`is_parallel`): `h + s · f(x)` from the sub-layer's input `x`; the block adds
+      # `x` and normalises after this.
+      return bottleneck.place_adapter(ops, parts, {**self.options, "original_ln_after": False},
+                                      inputs, sublayer_input, None)
     if layer_norm is None:
       # On the sub-layer's output: the block adds the residual and normalises after this.
       return bottleneck.place_adapter(ops, parts, {**self.options, "original_ln_after": False},
@@ -210,24 +216,61 @@ class BottleneckAdapter(keras.layers.Layer):
 class AdaptedSublayerOutput(keras.layers.Layer):
   """A keras-hub block's dropout on a sub-layer's output, then a `BottleneckAdapter`: the
   block adds the residual to this output and normalises it, as Houlsby's placement needs.
+  With a `SublayerInputTap` the adapter is parallel: it reads the sub-layer's input.
 
   Args:
     dropout: The block's `Dropout` on the sub-layer's output.
     adapter: The `BottleneckAdapter`, built.
+    tap: The `SublayerInputTap` of the same sub-layer, for a parallel adapter.
     **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
   """
 
-  def __init__(self, dropout, adapter, **kwargs):
+  def __init__(self, dropout, adapter, tap=None, **kwargs):
     super().__init__(**kwargs)
     self.dropout = dropout
     self.adapter = adapter
+    self.tap = tap
     self.built = True
 
   def call(self, inputs, training=None):
-    return self.adapter(self.dropout(inputs, training=training))
+    outputs = self.dropout(inputs, training=training)
+    if self.tap is None:
+      return self.adapter(outputs)
+    return self.adapter(outputs, sublayer_input=self.tap.tapped.value)
 
   def compute_output_shape(self, input_shape):
     return input_shape
+
+
+class _Tapped:
+  """Holds a `SublayerInputTap`'s last input: a plain object, which Keras does not track."""
+  value = None
+
+
+class SublayerInputTap(keras.layers.Layer):
+  """A block's projection that keeps its input for a parallel adapter: the projection that
+  reads the sub-layer's input `x` first (the attention's query, the feed-forward's
+  intermediate). The adapter after the sub-layer (`AdaptedSublayerOutput`) reads `x` from
+  it later in the same call of the block; keras-hub's block hands `x` to no other layer of
+  ours.
+
+  Args:
+    projection: The block's `Dense` or `EinsumDense` (or it wrapped).
+    **kwargs: Standard `keras.layers.Layer` arguments such as `name`.
+  """
+
+  def __init__(self, projection, **kwargs):
+    super().__init__(**kwargs)
+    self.projection = projection
+    self.tapped = _Tapped()
+    self.built = True
+
+  def call(self, inputs):
+    self.tapped.value = inputs
+    return self.projection(inputs)
+
+  def compute_output_shape(self, input_shape):
+    return self.projection.compute_output_shape(input_shape)
 
 
 class AdaptedLayerNorm(keras.layers.Layer):

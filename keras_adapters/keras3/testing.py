@@ -94,6 +94,8 @@ def report_configs():
       "adapters_own_norms": kak.AdapterConfig(reduction_factor=4, ln_before=True,
                                               ln_after=True, mh_adapter=False, scaling=2.0,
                                               activation="gelu", leave_out=(0,)),
+      "parallel": kak.AdapterConfig(is_parallel=True, scaling=4.0, reduction_factor=4,
+                                    ln_after=True),
       "lora": kak.LoRAConfig(r=2, alpha=4.0, target_modules=(
           "query", "key", "value", "attention_output", "intermediate", "output")),
       # Dropout on: peft's DoRA then computes the base's share from the dropped input.

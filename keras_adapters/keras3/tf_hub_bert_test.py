@@ -53,11 +53,20 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     cls.exports = json.loads(result.stdout.strip().splitlines()[-1])
 
   def assert_same_outputs(self, handle, backbone, inputs):
+    """Within 1e-5 at the real tokens and in the pooled output. At padded positions, which
+    no real token reads, the two attention implementations round differently (up to 1.1e-5
+    on the embedded default on an AVX-512 CPU): there within 1e-4."""
     expected = tf.saved_model.load(handle)(tf_hub_bert.hub_inputs(inputs), training=False)
     actual = backbone(inputs, training=False)
-    for key in ("sequence_output", "pooled_output"):
-      self.assertAllClose(expected[key], keras.ops.convert_to_numpy(actual[key]), atol=1e-5,
-                          rtol=0, msg=key)
+    real = inputs["padding_mask"].astype(bool)
+    sequence = keras.ops.convert_to_numpy(actual["sequence_output"])
+    self.assertAllClose(expected["sequence_output"].numpy()[real], sequence[real], atol=1e-5,
+                        rtol=0, msg="sequence_output at the real tokens")
+    self.assertAllClose(expected["sequence_output"].numpy()[~real], sequence[~real],
+                        atol=1e-4, rtol=0, msg="sequence_output at padded positions")
+    self.assertAllClose(expected["pooled_output"],
+                        keras.ops.convert_to_numpy(actual["pooled_output"]), atol=1e-5, rtol=0,
+                        msg="pooled_output")
 
   def test_the_suite_s_variants_are_all_here(self):
     self.assertCountEqual(self.exports, _VARIANTS)

@@ -208,7 +208,8 @@ def _exported(results, export_dir):
 
 def check_config(config):
   """Raises a one-line `UsageError` for a setting of `config` the Keras 3 path lacks: a
-  method or method setting `adapt` does not take (parallel adapters, a baseline's tuning), a `tf.distribute` strategy or TPU, or attention recomputation."""
+  method or method setting `adapt` does not take (`original_ln_after=False`, a baseline's
+  tuning), a `tf.distribute` strategy or TPU, or attention recomputation."""
   runtime = config.runtime
   if runtime.strategy != "default" or runtime.tpu:
     raise errors.UsageError(

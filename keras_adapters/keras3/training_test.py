@@ -183,7 +183,7 @@ class RefusalTest(tf.test.TestCase):
     """Each refused by `run_task` before the (unreadable) base is read."""
     spec, splits = task_testing.colour_task()
     cases = {
-        "is_parallel": dict(is_parallel=True),
+        "original_ln_after": dict(original_ln_after=False),
         "tuning": dict(method="full"),
         "strategy='mirrored'": dict(strategy="mirrored"),
         "recompute_attention='always'": dict(recompute_attention="always"),

@@ -47,7 +47,7 @@ class AdapterConfig:
   keras3_fields = ("adapter_size", "activation", "init_stddev", "leave_out", "reduction_factor",
                    "mh_adapter", "output_adapter", "scaling", "original_ln_before",
                    "residual_before_ln", "adapter_residual_before_ln", "ln_before", "ln_after",
-                   "freeze_below_adapters")
+                   "freeze_below_adapters", "is_parallel")
   adapter_size: Optional[int] = settings.setting(
       64, "Bottleneck size m of every adapter (the paper: 2 to 256); unused when "
       "reduction_factor is set. None: no adapters (the layer_norm, top_k and full baselines).")
