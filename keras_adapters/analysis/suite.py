@@ -48,6 +48,15 @@ def missing_methods(comparison: Optional[Mapping[str, Any]],
   return [method for method in BERT_METHODS if method not in present]
 
 
+def _rate_source(row: Mapping[str, Any],
+                 rates: Optional[method_comparison.SelectedRates]) -> Optional[str]:
+  """The study record that selected the rate `row` trained at, if any."""
+  selected = rates and rates.source_of(row["method"])
+  if selected and _learning_rate(row) == rates.rates[row["method"]]:
+    return selected
+  return row.get("learning_rate_from")
+
+
 def _learning_rate(row: Mapping[str, Any]) -> Optional[float]:
   """The rate a row's runs trained at (`None` for a baseline without one)."""
   return row.get("config", {}).get("learning_rate")
@@ -96,17 +105,20 @@ def run_suite(tasks: Sequence[str], results_dir: str,
       log(f"{task}: read {results_dir}/{task}/{COMPARISON_FILE}.")
     comparisons[task] = comparison
   suite = grid.write(os.path.join(results_dir, SUITE_JSON), dict(
-      build_suite(comparisons),
+      build_suite(comparisons, rates),
       notes={task: notes[task] for task in tasks if task in (notes or {})}))
   atomic_io.write_text(os.path.join(results_dir, SUITE_MARKDOWN), markdown_table(suite))
   return suite
 
 
-def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+def build_suite(comparisons: Mapping[str, Mapping[str, Any]],
+                rates: Optional[method_comparison.SelectedRates] = None) -> Dict[str, Any]:
   """Aggregates per-task comparisons into the suite table.
 
   Args:
     comparisons: Task → its `comparison.json` summary, in table order.
+    rates: The learning rates a study selected: a row trained at its method's selected rate
+      names that study's record, also a row trained before the record was read.
 
   Returns:
     A JSON-ready dict: `tasks` (each task's metric, split and budget), `methods` (the BERT
@@ -136,7 +148,7 @@ def build_suite(comparisons: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
                                       trainable_parameters=row["trainable_parameters"],
                                       served_parameters=_served_parameters(row),
                                       learning_rate=_learning_rate(row),
-                                      learning_rate_from=row.get("learning_rate_from"))
+                                      learning_rate_from=_rate_source(row, rates))
                   for row in comparison["rows"]}
            for task, comparison in comparisons.items()}
   average, serving = {}, {}

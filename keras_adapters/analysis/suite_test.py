@@ -169,13 +169,14 @@ class RunSuiteTest(tf.test.TestCase):
     comparison = dict(_COMPARISONS["alpha"], rows=rows)
     rates = method_comparison.SelectedRates(dict(full=1e-4, adapters=3e-3), "lr.json")
     self.assertEqual(suite.missing_methods(comparison, rates), ["full"])
-    cells = suite.build_suite(dict(alpha=dict(comparison, rows=[
-        dict(row, learning_rate_from="lr.json") if row["method"] == "adapters" else row
-        for row in rows])))["cells"]["alpha"]
+    cells = suite.build_suite(dict(alpha=comparison), rates)["cells"]["alpha"]
+    # adapters trained at its selected rate (before the record was read, so its row names
+    # none); full at another; top_k has no selected rate.
     self.assertEqual((cells["adapters"]["learning_rate"], cells["adapters"]["learning_rate_from"]),
                      (3e-3, "lr.json"))
-    self.assertIsNone(cells["full"]["learning_rate_from"])
-
+    self.assertEqual((cells["full"]["learning_rate"], cells["full"]["learning_rate_from"]),
+                     (5e-5, None))
+    self.assertIsNone(cells["top_k"]["learning_rate_from"])
 
 if __name__ == "__main__":
   tf.test.main()
