@@ -350,7 +350,7 @@ class CompareMethodsTest(tf.test.TestCase):
                      dict(adapters=(3e-3, "lr.json"), full=(1e-4, "lr.json"),
                           layer_norm=(3e-3, None)))
 
-
+  def test_rows_of_the_same_runs_are_not_run_again(self):
     """A method whose row the table holds with the same seeds and settings is not run again,
     even without its run folders (a clone); other seeds or settings run again."""
     run = _FakeRun({(t, s): 0.5 for t in ("adapters", "full") for s in (0, 1)})
@@ -377,7 +377,8 @@ class CompareMethodsTest(tf.test.TestCase):
 
   def test_committed_tables_resume_without_their_run_folders(self):
     """A committed table asked again for its own methods, seeds and settings (recorded before
-    the settings added since) runs nothing and keeps its rows, the merged ones included."""
+    the settings added since; its rows' selected rates) runs nothing and keeps its rows, the
+    merged ones included."""
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "results")
 
@@ -403,13 +404,18 @@ class CompareMethodsTest(tf.test.TestCase):
       recorded_data = table.get("data_fingerprints", {})
       fingerprints = {id(splits[name]): recorded_data.get(name, "sha256:unrecorded")
                       for name in splits}
+      # The rows trained at a study's selected rates are asked again at those rates.
+      selected = [row for row in table["rows"] if "learning_rate_from" in row]
+      rates = method_comparison.SelectedRates(
+          {row["method"]: row["config"]["learning_rate"] for row in selected},
+          selected[0]["learning_rate_from"]) if selected else None
       with mock.patch.object(method_comparison.classification, "data_fingerprint",
                              lambda examples: fingerprints[id(examples)]):
         summary = method_comparison.compare_methods(
             dataclasses.replace(_SPEC, name=task), splits, base,
             [row["method"] for row in table["rows"] if row["method"] in method_comparison.METHODS],
             [0, 1, 2], self.create_tempdir().full_path,
-            results_dir, 6, run_fn=must_not_run)
+            results_dir, 6, run_fn=must_not_run, rates=rates)
       self.assertEqual(_without_provenance(summary)["rows"],
                        _without_provenance(table)["rows"], task)
 
