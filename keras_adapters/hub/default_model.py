@@ -192,6 +192,9 @@ def default_preprocess_handle():
     with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):
       preprocessing.build_preprocessing_savedmodel(
           os.path.join(source, "vocab.txt"), path, lower_case=True)
+  # The SavedModel runs TF Text's tokenizer ops, which `tf.saved_model.load` finds only once
+  # tensorflow_text has registered them (TF Hub's preprocessing models ask for the same).
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
   return path
 
 
