@@ -3,8 +3,9 @@
 On one batch of random token ids (full mask), in one invocation:
 
 * the median time of a training step (forward, cross-entropy on a 3-class head, gradients of
-  the trainable variables only, Adam update) and the peak resident memory, for adapter tuning
-  (m=64), LayerNorm-only tuning and full fine-tuning;
+  the trainable variables only, Adam update) and the peak resident memory, for every method
+  the suite compares: adapters (m=64), LoRA (r=8), (IA)³, top-k (the top 3 layers),
+  LayerNorm-only tuning and full fine-tuning;
 * the median inference latency of the encoder without and with adapters (m=64);
 * adapter step / full step and the adapters' inference overhead, against their targets.
 
@@ -40,7 +41,7 @@ _MAX_ADAPTER_STEP_RATIO = 0.70
 _MAX_ADAPTER_INFERENCE_OVERHEAD = 0.08
 # The setups of `harness.SETUPS` measured, in run order; inference compares the encoder
 # without adapters ("full") with the one with them.
-_TRAIN_SETUPS = ("adapters", "layer_norm", "full")
+_TRAIN_SETUPS = ("adapters", "lora", "ia3", "top_k", "layer_norm", "full")
 _INFERENCE_SETUPS = {"without_adapters": "full", "with_adapters": "adapters"}
 _SETUPS = {"train": _TRAIN_SETUPS, "inference": tuple(_INFERENCE_SETUPS.values())}
 
@@ -71,7 +72,8 @@ def _measure_memory(mode, setup):
   """Peak memory of one setup alone in this process, after its warm-up calls and one more."""
   model, run = _make_runner(mode, setup)
   harness.time_calls(run, steps=1, warmup_steps=FLAGS.warmup_steps)
-  return dict(setup=setup, **harness.SETUPS[setup], **harness.parameter_counts(model),
+  return dict(setup=setup, **harness.setup_settings(setup),
+              **harness.parameter_counts(model),
               peak_rss_mib=harness.peak_rss_mib())
 
 

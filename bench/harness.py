@@ -27,6 +27,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import self_attention
+from keras_adapters.methods import ia3
 from keras_adapters.methods import lora
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -47,15 +48,27 @@ RESULTS_DIR = os.path.join(_REPO_DIR, "bench", "results")
 # The adapter size and the LoRA rank (alpha equal to it) the speed targets are stated for.
 ADAPTER_SIZE = 64
 LORA_RANK = 8
+# Top-k trains the top half of the layers, as the method comparison does on the default
+# 6-layer base.
+TOP_K = 3
 
 # `AdaptedBert` arguments of each measured tuning policy; "full" has no adapters, so it is
 # also the plain-BERT baseline of inference.
 SETUPS = {
     "adapters": dict(adapter_size=ADAPTER_SIZE, tuning="adapters"),
     "lora": dict(adapter_config=lora.LoRAConfig(r=LORA_RANK, alpha=LORA_RANK)),
+    "ia3": dict(adapter_config=ia3.IA3Config()),
+    "top_k": dict(adapter_size=None, tuning="top_k", top_k=TOP_K),
     "layer_norm": dict(adapter_size=None, tuning="layer_norm"),
     "full": dict(adapter_size=None, tuning="full"),
 }
+
+
+def setup_settings(setup: str) -> Dict[str, Any]:
+  """`SETUPS[setup]` as a record writes it: a method's config as its fields."""
+  return {name: value.to_dict() if hasattr(value, "to_dict") else value
+          for name, value in SETUPS[setup].items()}
+
 
 # Batches of any shape share one trace: per-batch padding then never retraces inside the timed
 # steps, and every setup and padding runs the same kind of graph.

@@ -144,7 +144,7 @@ def _measure_tuning(tuning):
       lambda: forward(next(eval_iter)[0])["start_logits"].numpy(), steps=FLAGS.steps,
       warmup_steps=FLAGS.warmup_steps))
   return dict(
-      **harness.SETUPS[tuning], **harness.parameter_counts(model),
+      **harness.setup_settings(tuning), **harness.parameter_counts(model),
       train_examples_per_s=FLAGS.batch_size / (train["median_ms"] / 1e3),
       eval_examples_per_s=FLAGS.eval_batch_size / (evaluation["median_ms"] / 1e3),
       train_step=train, eval_forward=evaluation, peak_rss_mib=harness.peak_rss_mib())
