@@ -66,6 +66,10 @@ class SelectedRates:
     """The record `method`'s rate comes from, or `None` where it keeps its `METHODS` rate."""
     return self.source if method in self.rates else None
 
+  def source_for(self, method, learning_rate):
+    """The record that selected `learning_rate` for `method`, or `None` where it did not."""
+    return self.source if self.rates.get(method) == learning_rate else None
+
 
 def method_config(base_config, method, num_layers, rates: Optional[SelectedRates] = None):
   """`base_config` with `method`'s overrides (at its rate in `rates`, where it has one);

@@ -102,6 +102,9 @@ class MethodConfigTest(parameterized.TestCase, tf.test.TestCase):
                      method_comparison.METHODS["top_k"]["learning_rate"])
     self.assertEqual((rates.source_of("full"), rates.source_of("top_k")),
                      ("results/lr.json", None))
+    # A row names the record only where it trained at the rate the record selected.
+    self.assertEqual((rates.source_for("full", 1e-4), rates.source_for("full", 5e-5),
+                      rates.source_for("top_k", 1e-4)), ("results/lr.json", None, None))
 
   def test_unknown_method_lists_the_methods(self):
     """A misspelt method is a ValueError naming every valid method."""

@@ -44,17 +44,15 @@ def missing_methods(comparison: Optional[Mapping[str, Any]],
   whose row trained at another rate than `rates` selects for them."""
   present = {row["method"] for row in (comparison or {}).get("rows", [])
              if not (rates and rates.source_of(row["method"]))
-             or _learning_rate(row) == rates.rates[row["method"]]}
+             or rates.source_for(row["method"], _learning_rate(row))}
   return [method for method in BERT_METHODS if method not in present]
 
 
 def _rate_source(row: Mapping[str, Any],
                  rates: Optional[method_comparison.SelectedRates]) -> Optional[str]:
   """The study record that selected the rate `row` trained at, if any."""
-  selected = rates and rates.source_of(row["method"])
-  if selected and _learning_rate(row) == rates.rates[row["method"]]:
-    return selected
-  return row.get("learning_rate_from")
+  return ((rates and rates.source_for(row["method"], _learning_rate(row)))
+          or row.get("learning_rate_from"))
 
 
 def _learning_rate(row: Mapping[str, Any]) -> Optional[float]:
