@@ -142,6 +142,7 @@ class CommandLineErrorsTest(tf.test.TestCase):
         ("--study=nope",): "--study=nope",
         ("--study=init_scale", "--seeds=a"): "--seeds=a",
         ("--study=tradeoff", "--learning_rate=0.1"): "--learning_rate is set by --study=tradeoff",
+        ("--study=adapter_drop", "--leave_out=0"): "--leave_out is set by --study=adapter_drop",
     }
     # `main`'s other refusals, each reported as `cli.run` reports it.
     in_one_process = {

@@ -16,6 +16,9 @@ from keras_adapters.analysis import ablation
 from keras_adapters.analysis import method_comparison
 from keras_adapters.utils import atomic_io
 
+# The paper each study's figure mirrors: Houlsby et al.'s, but for the one that followed it.
+_PAPER = "Houlsby et al. (2019)"
+_PAPERS = dict(adapter_drop="Rücklé et al. (2021)")
 _METHOD_STYLES = dict(adapters=("tab:orange", "o", "adapters"),
                       top_k=("tab:blue", "s", "fine-tune top k layers"),
                       layer_norm=("tab:green", "^", "LayerNorm only"),
@@ -27,7 +30,7 @@ _METHOD_STYLES = dict(adapters=("tab:orange", "o", "adapters"),
 def plot_study(summary: Mapping[str, Any], path: str) -> str:
   """Draws the figure of `summary["study"]` to `path`; returns `path`."""
   draw = dict(ablation=_ablation, init_scale=_init_scale, tradeoff=_tradeoff,
-              learning_rate=_learning_rate)[summary["study"]]
+              learning_rate=_learning_rate, adapter_drop=_adapter_drop)[summary["study"]]
   fig = figure_lib.Figure(figsize=(7.5, 5.5), layout="constrained")
   if summary.get("note"):
     # The constrained layout places the axes inside `rect`, leaving the foot to the note.
@@ -36,7 +39,7 @@ def plot_study(summary: Mapping[str, Any], path: str) -> str:
   draw(fig, summary)
   budget = summary["budget"]
   fig.suptitle(
-      f"Houlsby et al. (2019), {summary['figure']}: {summary['task']}\n"
+      f"{_PAPERS.get(summary['study'], _PAPER)}, {summary['figure']}: {summary['task']}\n"
       f"{budget['train_examples']:,} training examples, "
       f"{'/'.join(f'{e:g}' for e in budget['epochs'])} epoch(s), batch "
       f"{budget['batch_size']}; {summary['eval_split']} {summary['metric']} on "
@@ -70,6 +73,16 @@ def _init_scale(fig, summary):
   axes.set_xlabel("standard deviation of the adapters' initial weights")
   axes.set_ylabel(f"{summary['eval_split']} {summary['metric']} (%), mean ± s.e.m.")
   axes.set_title("Robustness to the initialisation scale", fontsize=9)
+  axes.grid(alpha=0.3)
+
+
+def _adapter_drop(fig, summary):
+  axes = fig.add_subplot()
+  _errorbars(axes, summary["points"], "lowest_left_out", "adapters (m=64)")
+  axes.set_xticks(sorted({p["lowest_left_out"] for p in summary["points"]}))
+  axes.set_xlabel("lowest layers without adapters (frozen below the lowest adapters)")
+  axes.set_ylabel(f"{summary['eval_split']} {summary['metric']} (%), mean ± s.e.m.")
+  axes.set_title("Accuracy with the adapters dropped from the lowest layers", fontsize=9)
   axes.grid(alpha=0.3)
 
 

@@ -40,7 +40,9 @@ _SUMMARIES = dict(
                          _point(81.0, method="full", parameters=2 * 10**7)]),
     learning_rate=_summary("learning_rate", [
         _point(80.0 - i, method=method, learning_rate=rate)
-        for method in ("adapters", "full") for i, rate in enumerate((2e-5, 1e-4, 1e-3))]))
+        for method in ("adapters", "full") for i, rate in enumerate((2e-5, 1e-4, 1e-3))]),
+    adapter_drop=_summary("adapter_drop", [_point(82.0 - n, method="adapters",
+                                                  lowest_left_out=n) for n in range(5)]))
 
 
 class PlotsTest(parameterized.TestCase, tf.test.TestCase):

@@ -24,6 +24,10 @@ Studies (`build_study`):
     against trained parameters. Figures 3 and 4.
   learning_rate: every method of the comparison (`method_comparison.METHODS`) at the rates of
     `LEARNING_RATES`, each grid wide enough that its best rate is inside it. Figure 7.
+  adapter_drop: AdapterDrop (Rücklé et al. 2021): the adapters (m=64) left out of the lowest
+    0 ... 4 of 6 layers (`DROPPED_SIXTHS`), with what lies below the lowest adapters frozen,
+    as AdapterDrop trains them, so that the backward pass stops there; what that buys in step
+    time, `bench/adapter_drop.py` measures.
 """
 
 import dataclasses
@@ -44,15 +48,20 @@ from keras_adapters.training import trainer
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
-STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate")
+STUDIES = ("ablation", "init_scale", "tradeoff", "learning_rate", "adapter_drop")
 FIGURES = dict(ablation="Figure 6 (left, centre)", init_scale="Figure 6 (right)",
-               tradeoff="Figures 3-4", learning_rate="Figure 7")
+               tradeoff="Figures 3-4", learning_rate="Figure 7", adapter_drop="AdapterDrop")
 # The settings that studies vary: a trial's folder is named after them.
 VARIED_FIELDS = ("tuning", "adapter_size", "top_k", "adapter_init_stddev", "learning_rate",
                  "epochs", "seed")
 # What the methods after the adapters vary besides: appended to the folder names of their
 # trials only, so the adapters' family keeps the names its trials had before them.
 METHOD_FIELDS = ("method", "lora_r")
+# What AdapterDrop's trials vary besides: appended to the folder names of the trials that
+# leave layers out only, so the adapters in every layer keep the folder other studies share.
+DROP_FIELDS = ("leave_out", "freeze_below_adapters")
+# The settings a study sets for each run besides its `VARIED_FIELDS`.
+SET_BY_STUDY = dict(adapter_drop=DROP_FIELDS)
 _FIRST_METHOD = config_definitions.ADAPTERS_METHOD
 # Fields over which a point keeps its best option (selected on the mean over seeds).
 OPTION_FIELDS = ("learning_rate", "epochs")
@@ -60,6 +69,10 @@ EVAL_SPLIT = "validation"
 
 INIT_STDDEVS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 ADAPTER_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+# AdapterDrop's points: the lowest layers left without adapters, in sixths of the base's
+# layers (0 ... 4 of the default base's 6; 0, 2 ... 8 of BERT-base's 12), as
+# bench/adapter_drop.py times them.
+DROPPED_SIXTHS = (0, 1, 2, 3, 4)
 LORA_RANKS = (1, 2, 4, 8, 16, 64)
 # Figure 7's methods and the rates each is tried at: every method of the comparison, so each
 # trains there at a rate selected the same way. A grid whose best rate sits at its edge grows
@@ -121,6 +134,8 @@ class Trial:
     name = sweep.trial_name(self.config, VARIED_FIELDS)
     if self.settings["method"] != _FIRST_METHOD:
       name += "," + sweep.trial_name(self.config, METHOD_FIELDS)
+    if self.settings["leave_out"]:
+      name += "," + sweep.trial_name(self.config, DROP_FIELDS)
     return name
 
   @property
@@ -203,6 +218,12 @@ def build_study(name: str, base_config: config_definitions.ExperimentConfig, see
     points.append((dict(method="ia3"), _method(base_config, "ia3", num_layers, rates)))
     for point, config in points:
       trials += _trials(point, _options(config, learning_rates=swept), seeds)
+  elif name == "adapter_drop":
+    for sixths in DROPPED_SIXTHS:
+      dropped = sixths * num_layers // 6
+      trials += _trials(dict(method="adapters", lowest_left_out=dropped),
+                        [sweep.with_settings(adapters, leave_out=list(range(dropped)),
+                                             freeze_below_adapters=dropped > 0)], seeds)
   else:  # learning_rate
     for method, rates in (PAPER_LEARNING_RATES if paper else LEARNING_RATES).items():
       for rate in rates:

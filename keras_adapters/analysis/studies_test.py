@@ -109,6 +109,18 @@ class BuildStudyTest(parameterized.TestCase, tf.test.TestCase):
     stddevs = sorted({trial.config.model.adapter.init_stddev for trial in study.trials})
     self.assertEqual((stddevs[0], stddevs[-1], len(stddevs)), (1e-7, 1.0, 8))
 
+  def test_adapter_drop_freezes_below_the_adapters_of_the_upper_layers(self):
+    for num_layers, dropped in ((6, [0, 1, 2, 3, 4]), (12, [0, 2, 4, 6, 8])):
+      study = studies.build_study("adapter_drop", _BASE, [0], num_layers=num_layers)
+      self.assertEqual([dict(trial.point)["lowest_left_out"] for trial in study.trials],
+                       dropped)
+      for trial, count in zip(study.trials, dropped):
+        self.assertEqual((trial.settings["leave_out"], trial.settings["freeze_below_adapters"]),
+                         (list(range(count)), count > 0))
+    # Only the trials that leave layers out name them.
+    self.assertEqual(study.trials[2].name, study.trials[0].name
+                     + ",leave_out=0-1-2-3,freeze_below_adapters=True")
+
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "Unknown study 'nope'"):
       studies.build_study("nope", _BASE, [0], 6)

@@ -153,14 +153,17 @@ def trial_name(config: config_definitions.ExperimentConfig, grid_fields: Sequenc
 
   Returns:
     E.g. `"learning_rate=0.0003,epochs=3,adapter_size=64,seed=0"`: whole floats without
-    ".0", other floats in their shortest exact form, characters outside `[A-Za-z0-9._+-]` of
-    string values replaced by "_".
+    ".0", other floats in their shortest exact form, a list's items joined by "-"
+    (`leave_out=0-1`), characters outside `[A-Za-z0-9._+-]` of string values replaced by
+    "_".
   """
   settings = settings_of(config)
   return ",".join(f"{field}={_format_value(settings[field])}" for field in grid_fields)
 
 
 def _format_value(value) -> str:
+  if isinstance(value, (list, tuple)):
+    return "-".join(_format_value(item) for item in value)
   if isinstance(value, float):
     text = str(int(value)) if value.is_integer() else repr(value)
   else:

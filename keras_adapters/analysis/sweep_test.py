@@ -144,7 +144,8 @@ class ExpandGridTest(parameterized.TestCase, tf.test.TestCase):
       ("strings_and_none", dict(tuning="layer_norm", top_k=None),
        "tuning=layer_norm,top_k=None"),
       ("unsafe_characters", dict(hub_handle="https://tfhub.dev/x/1", seed=2),
-       "hub_handle=https___tfhub.dev_x_1,seed=2"))
+       "hub_handle=https___tfhub.dev_x_1,seed=2"),
+      ("list", dict(leave_out=[0, 1], seed=0), "leave_out=0-1,seed=0"))
   def test_trial_name(self, fields, expected):
     config = _base_config().replace(**fields)
     self.assertEqual(sweep.trial_name(config, list(fields)), expected)

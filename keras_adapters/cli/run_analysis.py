@@ -4,6 +4,7 @@ r"""The paper's analysis on a real task, one study per `--study`, and the suite 
   keras-adapters-analysis --study=init_scale     # Figure 6, right
   keras-adapters-analysis --study=tradeoff       # Figures 3-4
   keras-adapters-analysis --study=learning_rate  # Figure 7
+  keras-adapters-analysis --study=adapter_drop   # AdapterDrop: adapters out of the lowest layers
   keras-adapters-analysis --study=suite          # Table 2: results/suite.{json,md}
 
 A study trains the runs of its grid (`keras_adapters.analysis.studies`) on `--task` (airline by
@@ -219,7 +220,8 @@ def main(argv):
   if FLAGS.study is None:
     raise app.UsageError(f"--study is required: one of {', '.join(studies.STUDIES)}, "
                          f"{_SUITE}.")
-  given = [name for name in _SET_BY_STUDY if FLAGS[name].present]
+  given = [name for name in _SET_BY_STUDY + studies.SET_BY_STUDY.get(FLAGS.study, ())
+           if FLAGS[name].present]
   if given:
     raise app.UsageError(f"--{given[0]} is set by --study={FLAGS.study} for each run; drop it.")
   if FLAGS.study == _SUITE and FLAGS.data_path:
