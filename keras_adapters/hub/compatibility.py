@@ -6,6 +6,7 @@ exported into a SavedModel that fails on every input; a vocabulary larger than t
 gives token ids without an embedding, an op error in the middle of a step.
 """
 
+import collections
 import itertools
 import numbers
 import os
@@ -33,6 +34,11 @@ UNKNOWN_RATE_TEXTS = 300
 # model that is not the encoder's) and the model learns from what is left.
 UNKNOWN_RATE_WARNING = 0.05
 UNKNOWN_RATE_ERROR = 0.2
+# A run, a GLUE sweep of its tasks or a multi-task export loads one preprocessing model again
+# and again: it holds nothing that trains, so the last few loaded are kept, keyed by their
+# folder and its SavedModel's modification time (one rewritten in place is loaded again).
+_PREPROCESSORS_KEPT = 4
+_preprocessors = collections.OrderedDict()
 # Cuneiform, which no BERT vocabulary holds: a word of it is one [UNK], whatever the tokenizer.
 _UNKNOWN_WORD = "\U00012000\U00012001"
 
@@ -76,6 +82,10 @@ def load_preprocessor(handle: str, argument: str = "preprocess_handle"):
   if "://" not in handle and not os.path.isdir(handle):
     raise FileNotFoundError(f"{argument}={handle!r} does not exist: pass the folder of a TF "
                             "Hub BERT preprocessing SavedModel, or a TF Hub handle.")
+  key = _cache_key(handle)
+  if key in _preprocessors:
+    _preprocessors.move_to_end(key)
+    return _preprocessors[key]
   try:
     preprocessor = hub.load(handle)
   except (OSError, ValueError) as e:
@@ -83,7 +93,28 @@ def load_preprocessor(handle: str, argument: str = "preprocess_handle"):
                      f"({(str(e).splitlines() or [''])[0][:200]}): pass the folder of a TF Hub BERT "
                      "preprocessing SavedModel.") from None
   check_preprocessor(preprocessor, handle=handle, argument=argument)
+  if key is not None:
+    _preprocessors[key] = preprocessor
+    while len(_preprocessors) > _PREPROCESSORS_KEPT:
+      _preprocessors.popitem(last=False)
   return preprocessor
+
+
+def _cache_key(handle):
+  """`handle`'s key in the loaded preprocessors, or `None` where it is not kept: a model
+  loaded inside a distribution strategy's scope or a graph belongs to it."""
+  if tf.distribute.has_strategy() or not tf.executing_eagerly():
+    return None
+  saved_model_pb = os.path.join(handle, "saved_model.pb")
+  if not os.path.isfile(saved_model_pb):
+    return (handle, None)
+  return (os.path.abspath(handle), os.path.getmtime(saved_model_pb))
+
+
+def clear_cache():
+  """Forgets every preprocessing model loaded, so that the next `load_preprocessor` loads it
+  again."""
+  _preprocessors.clear()
 
 
 def check_preprocessor(preprocessor, encoder_config: Optional[Mapping[str, int]] = None, *,

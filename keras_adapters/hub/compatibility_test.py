@@ -62,6 +62,22 @@ class CompatibilityTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "vocab='.*' cannot be loaded as a SavedModel"):
       compatibility.load_preprocessor(self.create_tempdir().full_path, argument="vocab")
 
+  def test_a_preprocessor_is_loaded_once_until_its_savedmodel_changes(self):
+    handle = testing.tiny_preprocess_handle()
+    loaded = compatibility.load_preprocessor(handle)
+    self.assertIs(compatibility.load_preprocessor(handle), loaded)
+    # Rewritten in place: loaded again.
+    saved_model_pb = os.path.join(handle, "saved_model.pb")
+    os.utime(saved_model_pb, (0, os.path.getmtime(saved_model_pb) + 1))
+    reloaded = compatibility.load_preprocessor(handle)
+    self.assertIsNot(reloaded, loaded)
+    compatibility.clear_cache()
+    self.assertIsNot(compatibility.load_preprocessor(handle), reloaded)
+    # Inside a strategy's scope, a load of its own.
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+      self.assertIsNot(compatibility.load_preprocessor(handle),
+                       compatibility.load_preprocessor(handle))
+
   def test_preprocessor_must_share_the_encoders_vocabulary_and_casing(self):
     """Genuine preprocessing exports: the encoder's own passes; another casing or another
     vocabulary is refused naming it, not trained into a silently weaker model."""
