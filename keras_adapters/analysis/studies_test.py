@@ -380,6 +380,9 @@ class CommittedStudiesTest(tf.test.TestCase):
     def must_not_run(*args, **kwargs):
       raise AssertionError("a run started")
 
+    # The studies after it train each method at the rate the learning-rate study selected.
+    with open(os.path.join(root, "learning_rate.json"), encoding="utf-8") as f:
+      rates = studies.selected_rates(json.load(f), "results/airline/analysis/learning_rate.json")
     for name in ("init_scale", "tradeoff", "learning_rate"):
       with open(os.path.join(root, f"{name}.json"), encoding="utf-8") as f:
         committed = json.load(f)
@@ -399,7 +402,8 @@ class CommittedStudiesTest(tf.test.TestCase):
       summary_path = os.path.join(self.create_tempdir().full_path, f"{name}.json")
       with open(summary_path, "w", encoding="utf-8") as f:
         json.dump(committed, f)
-      study = studies.build_study(name, base, [0, 1, 2], num_layers=6)
+      study = studies.build_study(name, base, [0, 1, 2], num_layers=6,
+                                  rates=None if name == "learning_rate" else rates)
       # A grid may have grown past its committed record while the study reruns: only its new
       # points may be missing, and the recorded ones must resume without a run.
       recorded = {run["name"] for run in committed["runs"]}
