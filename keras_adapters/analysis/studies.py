@@ -3,9 +3,9 @@
 A study is a list of trials (an `ExperimentConfig` and the point of the figure it counts for). Every
 trial runs through `classification.run_task` in its own folder, named after the settings the
 studies vary (`sweep.trial_name`), under one root per task and budget: a trial two studies
-share (adapters m=64 at the paper's init and the comparison's learning rate and seed are in the
-ablation, the init-scale, the trade-off and the learning-rate study) trains once, a finished trial is never
-trained again, and an interrupted study resumes where it stopped. After each trial the
+share (adapters m=64 at the paper's init and the comparison's learning rate and seed are in
+every study) trains once, a finished trial is never trained again, and an interrupted study
+resumes where it stopped. After each trial the
 study's JSON is rewritten atomically with everything finished so far; it records the settings
 the trials share, so the JSON alone (committed, on a clone without the run folders) resumes
 the study at its first unrecorded trial.
