@@ -21,7 +21,10 @@ def main():
     path = os.path.join(_REPO, page)
     with open(path, encoding="utf-8") as f:
       text = f.read()
-    refreshed = readme_figures_test.refresh(text)
+    try:
+      refreshed = readme_figures_test.refresh(text)
+    except readme_figures_test.FigureError as error:
+      sys.exit(f"refresh_figures.py: error: {page}: {error}")
     if refreshed != text:
       with open(path, "w", encoding="utf-8") as f:
         f.write(refreshed)

@@ -118,14 +118,24 @@ def check(readme: str, repo_dir: str = _REPO, page: str = "README.md") -> List[s
 _QUOTED = re.compile(r"([-+\u2212]?)(\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?%?)(\**)\Z")
 
 
+class FigureError(ValueError):
+  """A marked figure that its file cannot give."""
+
+
 def refresh(readme: str, repo_dir: str = _REPO) -> str:
   """`readme` with every marked figure rewritten as its file gives it now; the copied blocks
   are left as they are. A minus keeps the text's way of writing it ("-" or U+2212, the
-  README's); an ASCII "-" before a figure without a sign stays, as it may be a dash."""
-  pieces, record, end = [], None, 0
+  README's); an ASCII "-" before a figure without a sign stays, as it may be a dash.
+
+  Raises:
+    FigureError: A figure's expression does not evaluate over its file (a key the file
+      lacks: the record is older than the text, or the expression is misspelt).
+  """
+  pieces, record, source, end = [], None, None, 0
   for match in _MARKER.finditer(readme):
     kind, argument = match.group(1), " ".join(match.group(2).split())
     if kind == "figures:":
+      source = argument
       with open(os.path.join(repo_dir, argument), encoding="utf-8") as f:
         record = json.load(f)
     elif kind == "=":
@@ -133,7 +143,12 @@ def refresh(readme: str, repo_dir: str = _REPO) -> str:
       quoted = _QUOTED.search(readme, end, match.start())
       if quoted is not None:
         sign, _, bold = quoted.groups()
-        figure = format(evaluate(expression, record), spec)
+        try:
+          figure = format(evaluate(expression, record), spec)
+        except (KeyError, IndexError, TypeError, ValueError) as error:
+          raise FigureError(f"<!-- = {argument} --> does not evaluate over {source} "
+                            f"({type(error).__name__}: {error}): rerun the command that "
+                            "writes it, or mend the expression.") from None
         if figure.startswith("-"):
           figure = ("-" if sign == "-" else "\u2212") + figure[1:]
         start = quoted.start() if figure[0] in "-+\u2212" or sign == "\u2212" else quoted.start(2)
@@ -182,6 +197,10 @@ class ReadmeFiguresTest(tf.test.TestCase):
                      "5.0e-01<!-- = -b .1e -->-1, (-0.5<!-- = b .1f -->, +0.5<!-- = -b +.1f -->)")
     self.assertEqual(check(refreshed, root), [])
     self.assertEqual(refresh(refreshed, root), refreshed)
+    # A key the record lacks (a record older than the text) names the marker and the file.
+    with self.assertRaisesRegex(FigureError, r"<!-- = train.lora .2f --> does not evaluate "
+                                r"over r.json \(KeyError: 'train'\): rerun the command"):
+      refresh("<!-- figures: r.json -->1.00<!-- = train.lora .2f -->", root)
 
   def test_the_docs_quote_their_results(self):
     markers = [kind for text in self.pages.values() for kind, _ in _MARKER.findall(text)]
