@@ -35,8 +35,8 @@ UNKNOWN_RATE_TEXTS = 300
 UNKNOWN_RATE_WARNING = 0.05
 UNKNOWN_RATE_ERROR = 0.2
 # A run, a GLUE sweep of its tasks or a multi-task export loads one preprocessing model again
-# and again: it holds nothing that trains, so the last few loaded are kept, keyed by their
-# folder and its SavedModel's modification time (one rewritten in place is loaded again).
+# and again: it holds nothing that trains, so the last few loaded are kept
+# (`saved_model_facts.cache_key`: one rewritten in place is loaded again).
 _PREPROCESSORS_KEPT = 4
 _preprocessors = collections.OrderedDict()
 # Cuneiform, which no BERT vocabulary holds: a word of it is one [UNK], whatever the tokenizer.
@@ -105,10 +105,7 @@ def _cache_key(handle):
   loaded inside a distribution strategy's scope or a graph belongs to it."""
   if tf.distribute.has_strategy() or not tf.executing_eagerly():
     return None
-  saved_model_pb = os.path.join(handle, "saved_model.pb")
-  if not os.path.isfile(saved_model_pb):
-    return (handle, None)
-  return (os.path.abspath(handle), os.path.getmtime(saved_model_pb))
+  return saved_model_facts.cache_key(handle)
 
 
 def clear_cache():

@@ -129,9 +129,7 @@ def read_hub_encoder(handle):
       reproduce it.
   """
   handle = os.fspath(handle)
-  saved_model_pb = os.path.join(handle, "saved_model.pb")
-  # The modification time keys the cache, so a SavedModel rewritten in place is read again.
-  key = (handle, os.path.getmtime(saved_model_pb) if os.path.isfile(saved_model_pb) else None)
+  key = saved_model_facts.cache_key(handle)
   found = _small_bases.get(key) or _bases_in_use.get(key)
   if found is not None:
     return found
