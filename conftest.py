@@ -44,14 +44,6 @@ _cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     _cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-# The scripts the tests run (`experiments/`, `bench/`) start in forks of one Python that has
-# already imported TensorFlow, each in a process of its own as before (tests/preforked_python.py).
-import subprocess  # pylint: disable=g-import-not-at-top,g-bad-import-order
-
-from tests import preforked_python  # pylint: disable=g-import-not-at-top
-
-subprocess.run = preforked_python.run
-
 # tf.test.TestCase helpers (create_tempdir, ...) read absl flags, which pytest never parses.
 from absl import flags  # pylint: disable=g-import-not-at-top
 
