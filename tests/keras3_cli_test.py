@@ -82,18 +82,18 @@ class Keras3CliTest(tf.test.TestCase):
     artifact. (That a resumed run ends as one not stopped, on two JAX devices, is
     `keras3.training_test`'s.)"""
     model_dir = self.create_tempdir().full_path
-    # Ten epochs of compiled steps after the first checkpoint: time for the signal to land
-    # before training ends when the cores are busy.
+    # Ten epochs of compiled steps (100) after the first checkpoint: time for the signal to
+    # land before training ends when the cores are busy.
     command = [sys.executable, "-m", "keras_adapters.cli.run_classification",
                *self._argv(model_dir, "--backend=jax", "--adapter_size=4", "--epochs=10",
                            "--batch_size=2", "--checkpoint_every_steps=1")[1:]]
     environ = _environ(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     checkpoint = os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)
-    self.assertEqual(
+    self.assertRegex(
         interruption_testing.stopped_by_sigterm(self, command, checkpoint, timeout=600,
                                                 cwd=_REPO_ROOT, env=environ),
-        "run_classification.py: Stopped by SIGTERM; what was saved is kept: rerun the same "
-        "command to continue.")
+        rf"^run_classification.py: Stopped by SIGTERM at step \d+ of 100, saved in "
+        rf"{checkpoint}: rerun the same command to resume from it.$")
     self.assertFalse(os.path.exists(os.path.join(model_dir, "results.json")))
 
     resumed = subprocess.run(command, cwd=_REPO_ROOT, env=environ, capture_output=True,
@@ -157,11 +157,11 @@ class Keras3GlueTest(tf.test.TestCase):
                f"--max_seq_length={training_testing.SEQ_LENGTH}", "--adapter_size=4",
                "--epochs=20", "--batch_size=2", "--checkpoint_every_steps=1"]
     checkpoint = os.path.join(model_dir, "mrpc", "run", checkpoints.CHECKPOINT_FILE)
-    self.assertEqual(
+    self.assertRegex(
         interruption_testing.stopped_by_sigterm(self, command, checkpoint, timeout=600,
                                                 cwd=_REPO_ROOT, env=_environ()),
-        "run_glue.py: Stopped by SIGTERM; what was saved is kept: rerun the same command to "
-        "continue.")
+        rf"^run_glue.py: Stopped by SIGTERM at step \d+ of \d+, saved in {checkpoint}: "
+        "rerun the same command to resume from it.$")
     self.assertFalse(os.path.exists(os.path.join(model_dir, "stsb")))
 
     resumed = subprocess.run(command, cwd=_REPO_ROOT, env=_environ(), capture_output=True,

@@ -3,7 +3,7 @@
 Ctrl-C, or SIGTERM (what a scheduler sends before stopping a job), ends the script with one
 line on stderr and the shell's status for the signal (130, 143), never a traceback. During
 training the trainer saves the step under way first and names its checkpoint
-(`trainer.TrainingInterrupted`); at any other time what was saved is kept (results,
+(`stop_requests.TrainingInterrupted`); at any other time what was saved is kept (results,
 manifests and exports are written atomically), and rerunning the command continues.
 """
 

@@ -25,6 +25,7 @@ import numpy as np
 from keras_adapters.keras3 import base_weights
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import stop_requests
 
 CHECKPOINT_FILE = "checkpoint.npz"
 
@@ -100,20 +101,23 @@ def restore(model, directory) -> Optional[TrainingState]:
 
 class StepCheckpoints(keras.callbacks.Callback):
   """Saves the run's checkpoint in `directory` (unless `None`) every `every_steps` steps of
-  `model.fit`, and after the last of `total_steps`, going on from `state` (a restored `TrainingState`) and
-  keeping its losses: a fit that resumes mid-epoch runs that epoch's remaining steps alone.
+  `model.fit`, and after the last of `total_steps`, going on from `state` (a restored
+  `TrainingState`) and keeping its losses: a fit that resumes mid-epoch runs that epoch's
+  remaining steps alone. Once `stop` (`stop_requests.requested`) holds a signal's number,
+  the step under way is saved and `stop_requests.TrainingInterrupted` raised.
 
   Attributes:
     state: Where training is, once `fit` returns: every epoch's mean loss.
   """
 
-  def __init__(self, directory, every_steps, total_steps, steps_per_epoch, state):
+  def __init__(self, directory, every_steps, total_steps, steps_per_epoch, state, stop=()):
     super().__init__()
     self.directory = directory
     self.every_steps = every_steps
     self.total_steps = total_steps
     self.steps_per_epoch = steps_per_epoch
     self.state = state
+    self.stop = stop
 
   def on_epoch_begin(self, epoch, logs=None):
     # The losses of the epoch's steps before this fit (a resumed epoch), then Keras' running
@@ -126,7 +130,11 @@ class StepCheckpoints(keras.callbacks.Callback):
     if self.state.step % self.steps_per_epoch == 0:
       self.state.epoch_losses.append(self.state.epoch_loss_sum / self.steps_per_epoch)
       self.state.epoch_loss_sum = 0.0
-    if self.directory and (self.state.step % self.every_steps == 0
+    if self.directory and (self.stop or self.state.step % self.every_steps == 0
                            or self.state.step == self.total_steps):
       # `self.model` gathers a JAX model's state: only when it is saved.
       save(self.model, self.directory, self.state)
+    if self.stop:
+      raise stop_requests.TrainingInterrupted(
+          self.stop[0], self.state.step, self.total_steps,
+          os.path.join(self.directory, CHECKPOINT_FILE))

@@ -2,6 +2,7 @@
 checkpoint of another model refused, and the step callback that writes it."""
 
 import os
+import signal
 from unittest import mock
 
 import keras
@@ -12,6 +13,7 @@ from keras_adapters import keras3 as kak
 from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import testing
 from keras_adapters.utils import errors
+from keras_adapters.utils import stop_requests
 
 
 def _model(units=2, seed=0):
@@ -175,6 +177,26 @@ class StepCheckpointsTest(tf.test.TestCase):
     save.assert_not_called()  # No directory: nothing written.
     self.assertEqual(tracker.state.step, 2)
     self.assertAllClose(tracker.state.epoch_losses, [(0.5 + losses[0]) / 2])
+
+  def test_a_stop_request_saves_the_step_under_way_and_ends_the_fit(self):
+    """SIGTERM recorded during step 2 of 6 (checkpoints due every 4): step 2 is saved, and
+    the fit ends there with the message naming it."""
+    directory = self.get_temp_dir()
+    stop = []
+    tracker = checkpoints.StepCheckpoints(directory, every_steps=4, total_steps=6,
+                                          steps_per_epoch=6, state=checkpoints.TrainingState(),
+                                          stop=stop)
+    class RequestAtStep2(keras.callbacks.Callback):
+      def on_train_batch_begin(self, batch, logs=None):
+        if batch == 1:
+          stop.append(signal.SIGTERM)
+    model = _model()
+    with self.assertRaisesRegex(
+        stop_requests.TrainingInterrupted,
+        f"^Stopped by SIGTERM at step 2 of 6, saved in {directory}/checkpoint.npz: rerun"):
+      model.fit(_batches(6), steps_per_epoch=6, callbacks=[RequestAtStep2(), tracker],
+                verbose=0)
+    self.assertEqual(checkpoints.restore(_model(seed=1), directory).step, 2)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from keras_adapters.keras3 import tokenizer
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
 from keras_adapters.utils import run_lock
+from keras_adapters.utils import stop_requests
 
 RESULTS_FILE = "results.json"
 # What defines a Keras 3 run (`run_definition`): a rerun with other settings is refused.
@@ -330,20 +331,22 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False,
   model.compile(optimizer=create_optimizer(trainer, steps_per_epoch * epochs), loss=loss,
                 jit_compile="auto" if keras.backend.backend() == "jax" else jit_compile)
   state = checkpoints.restore(model, checkpoint_dir) if checkpoint_dir else None
-  tracker = checkpoints.StepCheckpoints(
-      checkpoint_dir, trainer.checkpoint_every_steps, steps_per_epoch * epochs,
-      steps_per_epoch, state or checkpoints.TrainingState())
   labels = np.asarray(labels)
-  while tracker.state.step < steps_per_epoch * epochs:
-    epoch, done = divmod(tracker.state.step, steps_per_epoch)
-    # One fit per epoch, on that epoch's batches from the step training is at.
-    order = epoch_order(num_examples, steps_per_epoch * batch_size, trainer.seed, epoch)
-    batches = tf.data.Dataset.from_tensor_slices(
-        ({key: value[order] for key, value in features.items()}, labels[order])
-    ).batch(batch_size, drop_remainder=True).skip(done)
-    model.fit(batches, initial_epoch=epoch, epochs=epoch + 1,
-              steps_per_epoch=steps_per_epoch - done, callbacks=[tracker], shuffle=False,
-              verbose=0)
+  # SIGTERM and Ctrl-C stop a checkpointed fit after the step under way, once it is saved.
+  with stop_requests.requested(enabled=checkpoint_dir is not None) as stop:
+    tracker = checkpoints.StepCheckpoints(
+        checkpoint_dir, trainer.checkpoint_every_steps, steps_per_epoch * epochs,
+        steps_per_epoch, state or checkpoints.TrainingState(), stop)
+    while tracker.state.step < steps_per_epoch * epochs:
+      epoch, done = divmod(tracker.state.step, steps_per_epoch)
+      # One fit per epoch, on that epoch's batches from the step training is at.
+      order = epoch_order(num_examples, steps_per_epoch * batch_size, trainer.seed, epoch)
+      batches = tf.data.Dataset.from_tensor_slices(
+          ({key: value[order] for key, value in features.items()}, labels[order])
+      ).batch(batch_size, drop_remainder=True).skip(done)
+      model.fit(batches, initial_epoch=epoch, epochs=epoch + 1,
+                steps_per_epoch=steps_per_epoch - done, callbacks=[tracker], shuffle=False,
+                verbose=0)
   return tracker.state.epoch_losses
 
 

@@ -58,13 +58,10 @@ chief's checkpoints, so `model_dir` must be a path they all reach (a shared file
 `gs://` bucket).
 """
 
-import contextlib
 import dataclasses
 import math
 import numbers
 import os
-import signal
-import threading
 import time
 from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
 
@@ -77,6 +74,7 @@ from official.modeling import performance
 from keras_adapters.training import optimization
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import stop_requests
 
 # `model_dir` layout: checkpoints `ckpt-<step>`, the completion marker, TensorBoard summaries.
 CHECKPOINT_NAME = "ckpt"
@@ -106,20 +104,8 @@ class TrainingDivergedError(errors.RunFailedError):
   """The loss, the gradient or the weights became NaN or infinite, or exploded."""
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-  """SIGTERM or Ctrl-C stopped training after saving the current step's checkpoint.
-
-  A `KeyboardInterrupt`, so that code that handles Ctrl-C handles it too.
-
-  Attributes:
-    exit_status: The shell's status for the signal: 128 + its number.
-  """
-
-  def __init__(self, signal_number: int, step: int, num_steps: int, checkpoint: str):
-    super().__init__(
-        f"Stopped by {signal.Signals(signal_number).name} at step {step} of {num_steps}, "
-        f"saved in {checkpoint}: rerun the same command to resume from it.")
-    self.exit_status = 128 + signal_number
+# Its public path was here: kept.
+TrainingInterrupted = stop_requests.TrainingInterrupted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +290,7 @@ class Trainer:
     start_step = self._restore()
     try:
       # One worker of several must not stop alone (see the module docstring).
-      with _stop_requests(enabled=not isinstance(
+      with stop_requests.requested(enabled=not isinstance(
           self._strategy, tf.distribute.MultiWorkerMirroredStrategy)) as stop:
         result = self._train_loop(start_step, stop)
     finally:
@@ -754,35 +740,6 @@ def _loss_problem(loss: float, grads_finite: bool,
     return (f"loss {loss:.4g}, over {LOSS_EXPLOSION_FACTOR:g} times the {reference:.4g} of "
             f"step {first_step}")
   return None
-
-
-@contextlib.contextmanager
-def _stop_requests(enabled: bool = True):
-  """Yields a list that SIGTERM and a first Ctrl-C append their number to, instead of ending
-  the process; a second Ctrl-C raises `KeyboardInterrupt` at once. The handlers before are
-  restored at the end. Signals are only handled in the main thread: elsewhere, and when not
-  `enabled`, nothing changes."""
-  requests = []
-  if not enabled or threading.current_thread() is not threading.main_thread():
-    yield requests
-    return
-
-  def request_stop(signal_number, frame):
-    del frame
-    if requests and signal_number == signal.SIGINT:
-      raise KeyboardInterrupt
-    requests.append(signal_number)
-    if signal_number == signal.SIGINT:  # Someone waits at the terminal: say it is heard.
-      logging.warning("Ctrl-C: stopping after this step, once its checkpoint is saved "
-                      "(Ctrl-C again stops at once).")
-
-  previous = {number: signal.signal(number, request_stop)
-              for number in (signal.SIGTERM, signal.SIGINT)}
-  try:
-    yield requests
-  finally:
-    for number, handler in previous.items():
-      signal.signal(number, handler)
 
 
 def _checkpoint_step(path: str) -> int:
