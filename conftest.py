@@ -33,6 +33,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax_cache_")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
+# The tiny TF Hub exports the tests build (`keras_adapters.hub.testing.built_once`): built
+# once for the run in one folder, shared the same way, instead of once in every process.
+if "KERAS_ADAPTERS_TEST_CACHE" not in os.environ:
+  os.environ["KERAS_ADAPTERS_TEST_CACHE"] = tempfile.mkdtemp(prefix="tiny_exports_")
+  atexit.register(shutil.rmtree, os.environ["KERAS_ADAPTERS_TEST_CACHE"], True)
 
 # The tests run the CPU kernels users get: importing keras_adapters before TensorFlow, as the
 # README does, chooses them (oneDNN on every x86-64 CPU, AVX2-only ones included), and every

@@ -1,6 +1,7 @@
 """Tiny random TF Hub BERT encoders for fast tests, exported by the Model Garden itself."""
 
 import atexit
+import fcntl
 import functools
 import hashlib
 import os
@@ -18,6 +19,10 @@ from official.nlp.tools import export_tfhub_lib
 
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
+
+# The environment variable naming the folder where `built_once` keeps the tiny exports for a
+# whole test session (set by conftest.py).
+SESSION_CACHE = "KERAS_ADAPTERS_TEST_CACHE"
 
 TINY_CONFIG = dict(vocab_size=64, hidden_size=16, num_layers=2, num_attention_heads=2,
                    intermediate_size=32, max_sequence_length=32, type_vocab_size=2)
@@ -102,15 +107,17 @@ def export_model_garden_variant(name, root, seed=3):
 
 @functools.lru_cache(maxsize=None)
 def _model_garden_variant(name, seed):
-  """`MODEL_GARDEN_VARIANTS[name]` with random weights, exported once per process and
-  arguments (about 10 CPU seconds each); nothing may write to it."""
+  """`MODEL_GARDEN_VARIANTS[name]` with random weights, exported once per test session (or
+  process) and arguments (about 10 CPU seconds each); nothing may write to it."""
   variant = MODEL_GARDEN_VARIANTS[name]
-  root = _process_temp_dir(f"model_garden_{name}_")
-  assets = (dict(vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")),
-                 do_lower_case=True) if variant.tokenizer == "wordpiece"
-            else dict(sp_model_file=save_tiny_sentencepiece(root)))
-  return model_garden_export.export_encoder(
-      os.path.join(root, name), seed=seed, **variant.arguments(), **assets)
+
+  def build(root):
+    assets = (dict(vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")),
+                   do_lower_case=True) if variant.tokenizer == "wordpiece"
+              else dict(sp_model_file=save_tiny_sentencepiece(root)))
+    return model_garden_export.export_encoder(
+        os.path.join(root, name), seed=seed, **variant.arguments(), **assets)
+  return built_once(("model_garden_variant", name, seed), build)
 
 
 def save_tiny_hub_encoder(export_dir, seed=0, random_stddev=None, **config):
@@ -145,12 +152,14 @@ def tiny_hub_encoder(seed=0, random_stddev=None, **config):
 
 @functools.lru_cache(maxsize=None)
 def _exported_tiny_hub_encoder(seed, random_stddev, config):
-  root = _process_temp_dir("tiny_hub_")
   spread = {} if random_stddev is None else dict(random_stddev=random_stddev)
-  return model_garden_export.export_encoder(
-      os.path.join(root, "encoder"), bert_config=tiny_bert_config(**dict(config)), seed=seed,
-      vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")), do_lower_case=True,
-      **spread)
+
+  def build(root):
+    return model_garden_export.export_encoder(
+        os.path.join(root, "encoder"), bert_config=tiny_bert_config(**dict(config)),
+        seed=seed, vocab_file=save_tiny_vocab(os.path.join(root, "vocab.txt")),
+        do_lower_case=True, **spread)
+  return built_once(("tiny_hub_encoder", seed, random_stddev, config), build)
 
 
 TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
@@ -180,10 +189,32 @@ def save_tiny_sentencepiece(directory, words=TINY_WORDS[:40]):
   return prefix + ".model"
 
 
-def _process_temp_dir(prefix):
-  root = tempfile.mkdtemp(prefix=prefix)
-  atexit.register(shutil.rmtree, root, ignore_errors=True)
-  return root
+def built_once(key, build):
+  """What `build(root)` returns: a path below the new folder `root` it writes. Built once per
+  test session and `key` (a tuple of plain values) in the folder `SESSION_CACHE` names, when
+  set, for every process of the session; else in a folder of this process, removed at exit.
+
+  The tests' processes (the pytest workers and the scripts they start) need the same tiny
+  exports, about 10 CPU seconds each: building each once saves minutes of the suite. Nothing
+  may write to what it returns.
+  """
+  cache = os.environ.get(SESSION_CACHE)
+  key_text = repr(key)
+  if not cache or " at 0x" in key_text:  # An object's address names it in this process only.
+    root = tempfile.mkdtemp(prefix=f"{key[0]}_")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return build(root)
+  folder = os.path.join(cache, f"{key[0]}_{hashlib.sha256(key_text.encode()).hexdigest()[:16]}")
+  with open(folder + ".lock", "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # One process builds; the others wait, then read.
+    if not os.path.exists(folder + ".path"):
+      partial = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".partial-", dir=cache)
+      relative = os.path.relpath(build(partial), partial)
+      os.rename(partial, folder)
+      with open(folder + ".path", "w", encoding="utf-8") as f:
+        f.write(relative)
+  with open(folder + ".path", encoding="utf-8") as f:
+    return os.path.normpath(os.path.join(folder, f.read()))
 
 
 def tiny_hub_handle(seed=0):
@@ -194,27 +225,31 @@ def tiny_hub_handle(seed=0):
 
 @functools.lru_cache(maxsize=None)
 def tiny_preprocess_handle(seq_length=16):
-  """A TF Hub-format preprocessing SavedModel for the tiny vocab, built once per process."""
-  root = _process_temp_dir("tiny_preprocess_")
-  return preprocessing.build_preprocessing_savedmodel(
-      save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
-      default_seq_length=seq_length)
+  """A TF Hub-format preprocessing SavedModel for the tiny vocab, built once per test session
+  (or process)."""
+  return built_once(("tiny_preprocess", seq_length), lambda root: (
+      preprocessing.build_preprocessing_savedmodel(
+          save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
+          default_seq_length=seq_length)))
 
 
 @functools.lru_cache(maxsize=None)
 def tiny_sentencepiece_handles(seq_length=16):
   """(encoder, preprocessing model) handles of a tiny BERT with a SentencePiece model, both
-  exported by the Model Garden (`export_model`, `export_preprocessing`) once per process."""
-  root = _process_temp_dir("tiny_sentencepiece_")
-  sp_model = save_tiny_sentencepiece(root)
-  encoder = model_garden_export.export_encoder(
-      os.path.join(root, "encoder"), bert_config=tiny_bert_config(), sp_model_file=sp_model)
-  preprocess = os.path.join(root, "preprocess")
-  # SentencePiece tokenizers have no offsets, so the Model Garden exports them without.
-  export_tfhub_lib.export_preprocessing(
-      preprocess, sp_model_file=sp_model, do_lower_case=True, tokenize_with_offsets=False,
-      default_seq_length=seq_length, experimental_disable_assert=True)
-  return encoder, preprocess
+  exported by the Model Garden (`export_model`, `export_preprocessing`) once per test session
+  (or process)."""
+  def build(root):
+    sp_model = save_tiny_sentencepiece(root)
+    model_garden_export.export_encoder(
+        os.path.join(root, "encoder"), bert_config=tiny_bert_config(), sp_model_file=sp_model)
+    # SentencePiece tokenizers have no offsets, so the Model Garden exports them without.
+    export_tfhub_lib.export_preprocessing(
+        os.path.join(root, "preprocess"), sp_model_file=sp_model, do_lower_case=True,
+        tokenize_with_offsets=False, default_seq_length=seq_length,
+        experimental_disable_assert=True)
+    return root
+  root = built_once(("tiny_sentencepiece", seq_length), build)
+  return os.path.join(root, "encoder"), os.path.join(root, "preprocess")
 
 
 @functools.lru_cache(maxsize=None)
