@@ -318,6 +318,10 @@ def fit(model, features, labels, trainer, regression=False, jit_compile=False,
 
   Returns:
     The mean training loss of each epoch (the last one may be shorter).
+
+  Raises:
+    stop_requests.TrainingInterrupted: With `checkpoint_dir`, SIGTERM or Ctrl-C came: the
+      step under way was saved first.
   """
   num_examples = len(labels)
   batch_size = min(trainer.batch_size, num_examples)
