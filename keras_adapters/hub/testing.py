@@ -210,6 +210,7 @@ def built_once(key, build):
     if not os.path.exists(folder + ".path"):
       partial = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".partial-", dir=cache)
       relative = os.path.relpath(build(partial), partial)
+      shutil.rmtree(folder, ignore_errors=True)  # Left by a process killed before `.path`.
       os.rename(partial, folder)
       with open(folder + ".path", "w", encoding="utf-8") as f:
         f.write(relative)
