@@ -36,7 +36,6 @@ import harness
 import random_bert
 from keras_adapters.hub import hub_encoder
 from keras_adapters.models import adapter_config
-from keras_adapters.utils import paths
 
 _NUM_CLASSES = 2
 _DEFAULT_DEPTH = 6  # Layers of the embedded default base, which --lowest_left_out counts in.
@@ -53,7 +52,7 @@ flags.DEFINE_list("bases", list(_BASES), f"Bases to measure, of {list(_BASES)} (
 flags.DEFINE_list("lowest_left_out", ["0", "1", "2", "3", "4"],
                   f"How many of the lowest layers get no adapters, counted in the default base's "
                   f"{_DEFAULT_DEPTH} layers (scaled to a deeper base).")
-flags.DEFINE_string("work_dir", os.path.join(paths.cache_dir(), "bench", "scale"),
+flags.DEFINE_string("work_dir", random_bert.WORK_DIR,
                     "Cache of the random BERT-base export (shared with bench/scale.py).")
 
 FLAGS = flags.FLAGS
@@ -108,17 +107,15 @@ def main(argv):
     harness.report_to_parent(dict(rows=_measure()))
     return
   harness.resolve_hub_handle()
-  handles = {"default": FLAGS.hub_handle, "base": os.path.join(FLAGS.work_dir, "encoders", "base")}
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   forwarded["lowest_left_out"] = ",".join(FLAGS.lowest_left_out)
   measurements = []
   for base in FLAGS.bases:
-    if not os.path.isdir(handles[base]):
-      print(f"Exporting a random {base} encoder with the Model Garden's exporter...", flush=True)
-      random_bert.export(base, handles[base])
+    handle = (FLAGS.hub_handle if base == "default" else
+              random_bert.ensure_export(base, FLAGS.work_dir))
     print(f"Timing {base}: every setting in turns...", flush=True)
     rows = harness.run_timing_child(os.path.abspath(__file__), "times",
-                                    dict(forwarded, hub_handle=handles[base]),
+                                    dict(forwarded, hub_handle=handle),
                                     lambda: dict(rows=_measure()))["rows"]
     measurements += [dict(row, base=base) for row in _with_ratios(rows)]
   record = dict(benchmark="adapter_drop", machine=harness.machine_info(),

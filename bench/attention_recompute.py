@@ -1,17 +1,20 @@
-"""What recomputing attention in the backward pass saves and costs: a training step with the
-adapters, its time and peak memory, with the probabilities kept (`--recompute_attention=never`)
-and recomputed (`always`).
+"""What recomputing attention in the backward pass saves and costs: a training step, its time
+and peak memory, with the probabilities kept (`--recompute_attention=never`) and recomputed
+(`always`).
 
-At each batch x length (32 x 128 and 8 x 512 by default, on the embedded default base), the two
-settings run one after the other, each in a fresh process (the Trainer's step,
-`harness.measure_training`: `--steps` timed steps after `--warmup_steps`, their median, and the
-peak resident memory over the process's footprint before the model), `--rounds` times. Figures
-per length, as medians over the rounds: recomputed / kept peak memory and step time. "auto",
-the default, recomputes from `self_attention.RECOMPUTE_FROM_LENGTH` tokens.
+On each base of `--bases` (the embedded default, and BERT-base's shape with random weights,
+`random_bert.py`), at each batch x length of `--shapes` (32 x 128 and 8 x 512) and for each
+method of `--methods` (the adapters and full fine-tuning), the two settings run one after the
+other, each in a fresh process (the Trainer's step, `harness.measure_training`: `--steps` timed
+steps after `--warmup_steps`, their median, and the peak resident memory over the process's
+footprint before the model), `--rounds` times. Figures per comparison, as medians over the
+rounds: recomputed / kept peak memory and step time. "auto", the default, recomputes from
+`self_attention.RECOMPUTE_FROM_LENGTH` tokens.
 
   python bench/attention_recompute.py      # bench/results/attention_recompute.{json,md}
 """
 
+import json
 import os
 
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
@@ -24,20 +27,28 @@ from absl import app
 from absl import flags
 
 import harness
+import random_bert
 from keras_adapters.layers import self_attention
 from keras_adapters.utils import atomic_io
 
 _SETTINGS = ("never", "always")
 _NUM_CLASSES = 2
+_BASES = ("default", *random_bert.SHAPES)
 
+flags.DEFINE_list("bases", ["default", "base"], f"Bases to measure, of {list(_BASES)} (default: "
+                  "--hub_handle; the others: BERT's shapes, random weights).")
 flags.DEFINE_list("shapes", ["32x128", "8x512"], "Batch x sequence length of each comparison.")
+flags.DEFINE_list("methods", ["adapters", "full"], "Methods to train, of "
+                  f"{list(harness.SETUPS)}.")
 flags.DEFINE_integer("rounds", 2, "Times each pair of settings is measured.", lower_bound=1)
 flags.DEFINE_integer("steps", 3, "Timed training steps per process.", lower_bound=1)
 flags.DEFINE_integer("warmup_steps", 1, "Untimed steps first (tracing).", lower_bound=0)
-flags.DEFINE_string("hub_handle", None, "TF Hub BERT encoder; default: the embedded one.")
+flags.DEFINE_string("hub_handle", None, "The default base; default: the embedded encoder.")
+flags.DEFINE_string("work_dir", random_bert.WORK_DIR,
+                    "Cache of the random BERT-shaped exports (shared with bench/scale.py).")
 flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "attention_recompute.json"),
                     "Where to write the results (JSON; the tables beside it as .md).")
-flags.DEFINE_string("child", None, "Internal: a training row, as 'BATCHxSEQ:setting'.")
+flags.DEFINE_string("child", None, "Internal: a training row, as JSON.")
 FLAGS = flags.FLAGS
 
 
@@ -50,28 +61,29 @@ def _batch_and_length(shape):
 
 
 def _child(row):
-  shape, setting = row.split(":")
-  batch, length = _batch_and_length(shape)
+  batch, length = _batch_and_length(row["shape"])
   return harness.measure_training(
-      FLAGS.hub_handle or keras_adapters.default_hub_handle(), "adapters", _NUM_CLASSES,
-      batch_size=batch, seq_length=length, steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps,
-      baseline_mib=harness.resident_mib(), recompute_attention=setting)
+      row["hub_handle"], row["method"], _NUM_CLASSES, batch_size=batch, seq_length=length,
+      steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps, baseline_mib=harness.resident_mib(),
+      recompute_attention=row["setting"])
 
 
-def _compare(shape):
-  """The pairs of rows at `shape`, in turns, and the ratios of their medians."""
+def _compare(base, hub_handle, shape, method):
+  """The pairs of rows of `method` at `shape` on `base`, in turns, and the ratios of their
+  medians."""
   rows = []
   for round_index in range(FLAGS.rounds):
     for setting in _SETTINGS:
-      print(f"{shape}, round {round_index + 1}: attention {setting} recomputed...", flush=True)
+      print(f"{base} {shape} {method}, round {round_index + 1}: attention {setting} "
+            "recomputed...", flush=True)
+      row = dict(hub_handle=hub_handle, shape=shape, method=method, setting=setting)
       rows.append(dict(setting=setting, round=round_index, **harness.run_child(
-          os.path.abspath(__file__), f"{shape}:{setting}", dict(
-              hub_handle=FLAGS.hub_handle, steps=FLAGS.steps,
-              warmup_steps=FLAGS.warmup_steps))))
+          os.path.abspath(__file__), json.dumps(row), dict(
+              steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps))))
   median = lambda setting, key: statistics.median(r[key] for r in rows
                                                   if r["setting"] == setting)
   return dict(
-      shape=shape, rows=rows,
+      base=base, shape=shape, method=method, rows=rows,
       **{f"{key}_{setting}": median(setting, key) for key in ("step_ms", "peak_mb")
          for setting in _SETTINGS},
       peak_ratio=median("always", "peak_mb") / median("never", "peak_mb"),
@@ -80,26 +92,36 @@ def _compare(shape):
 
 def _table(record):
   return harness.markdown_table(
-      ["batch x seq", "kept MB", "recomputed MB", "memory ratio", "kept ms", "recomputed ms",
-       "time ratio"],
-      [[c["shape"], f"{c['peak_mb_never']:,.0f}", f"{c['peak_mb_always']:,.0f}",
-        f"{c['peak_ratio']:.2f}", f"{c['step_ms_never']:,.0f}", f"{c['step_ms_always']:,.0f}",
+      ["base", "batch x seq", "method", "kept MB", "recomputed MB", "memory ratio", "kept ms",
+       "recomputed ms", "time ratio"],
+      [[c["base"], c["shape"], c["method"], f"{c['peak_mb_never']:,.0f}",
+        f"{c['peak_mb_always']:,.0f}", f"{c['peak_ratio']:.2f}", f"{c['step_ms_never']:,.0f}", f"{c['step_ms_always']:,.0f}",
         f"{c['step_ratio']:.2f}"] for c in record["comparisons"]])
 
 
 def main(argv):
   del argv
   if FLAGS.child:
-    harness.report_to_parent(_child(FLAGS.child))
+    harness.report_to_parent(_child(json.loads(FLAGS.child)))
     return
   for shape in FLAGS.shapes:
     _batch_and_length(shape)
+  for name, chosen, choices in (("bases", FLAGS.bases, _BASES),
+                                ("methods", FLAGS.methods, harness.SETUPS)):
+    unknown = sorted(set(chosen) - set(choices))
+    if unknown:
+      raise app.UsageError(f"Unknown --{name} {unknown}: choose from {list(choices)}.")
+  handles = {base: (FLAGS.hub_handle or keras_adapters.default_hub_handle() if base == "default"
+                    else random_bert.ensure_export(base, FLAGS.work_dir))
+             for base in FLAGS.bases}
   record = dict(benchmark="attention_recompute", machine=harness.machine_info(),
                 recompute_from_length=self_attention.RECOMPUTE_FROM_LENGTH,
                 settings=dict(rounds=FLAGS.rounds, steps=FLAGS.steps,
-                              warmup_steps=FLAGS.warmup_steps, method="adapters",
+                              warmup_steps=FLAGS.warmup_steps,
                               adapter_size=harness.ADAPTER_SIZE),
-                comparisons=[_compare(shape) for shape in FLAGS.shapes])
+                comparisons=[_compare(base, handles[base], shape, method)
+                             for base in FLAGS.bases for shape in FLAGS.shapes
+                             for method in FLAGS.methods])
   harness.write_record(FLAGS.output, record)
   text = (f"Measured on {record['machine']['cpu_model']} ({record['machine']['cpu_count']} "
           f"cores); medians over {FLAGS.rounds} rounds:\n\n{_table(record)}\n")

@@ -10,6 +10,7 @@ import os
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import paths
 
 # Layers, width, heads, feed-forward width.
 SHAPES = {"base": dict(num_layers=12, hidden_size=768, num_attention_heads=12,
@@ -21,6 +22,22 @@ _MAX_POSITIONS = 512
 # BERT's initializer range: wider random weights saturate a 12- or 24-layer encoder, and its
 # outputs could not be checked against the Hub model's.
 _BERT_INITIALIZER_STDDEV = 0.02
+# Where the benchmarks keep the exports (their `--work_dir`), so that each is written once.
+WORK_DIR = os.path.join(paths.cache_dir(), "bench", "scale")
+
+
+def export_dir(shape: str, work_dir: str) -> str:
+  """Where the export of `shape` lives under a benchmark's `work_dir`."""
+  return os.path.join(work_dir, "encoders", shape)
+
+
+def ensure_export(shape: str, work_dir: str) -> str:
+  """The export of `shape` under `work_dir`, written first if it is not there yet."""
+  path = export_dir(shape, work_dir)
+  if not os.path.isdir(path):
+    print(f"Exporting a random {shape} encoder with the Model Garden's exporter...", flush=True)
+    export(shape, path)
+  return path
 
 
 def export(shape: str, export_dir: str) -> None:

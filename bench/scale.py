@@ -42,7 +42,9 @@ is that CPU with TensorFlow's own default there (oneDNN off, `TF_ENABLE_ONEDNN_O
 which keras_adapters replaces (utils/cpu_kernels.py), ours only: the gain of that choice.
 
 Resumable: every finished row is written to `--output` at once, and a rerun measures only
-the rows it lacks. The recorded run, with the harness venv installed
+the rows it lacks. After a change of the code, `--remeasure_before=<UTC time>` measures the
+planned rows recorded before that time again, each new row in its old one's place (the docs
+name rows by place); rerun with the same time, it resumes. The recorded run, with the harness venv installed
 (`bash ../shared/peer/install.sh ~/.cache/adapterhub-peer/venv`), alone on the machine:
 
   python bench/scale.py
@@ -59,6 +61,7 @@ import os
 import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import datetime
 import json
 import shutil
 import statistics
@@ -76,7 +79,6 @@ from keras_adapters.models import adapter_config
 from keras_adapters.models import testing as model_testing
 from keras_adapters.serving import multitask_export
 from keras_adapters.utils import atomic_io
-from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 
 # Layers, width, heads, feed-forward width of BERT-base and BERT-large; the default base is
@@ -120,11 +122,13 @@ flags.DEFINE_integer("memory_limit_mb", None, "Stop a training row whose process
                      "(recorded as stopped, its peak above what it reached); default: the "
                      "machine's memory less 1.5 GB.", lower_bound=1)
 flags.DEFINE_bool("inference", True, "Measure the inference rows.")
+flags.DEFINE_string("remeasure_before", None, "Measure the planned rows recorded before this "
+                    "UTC time (ISO 8601, e.g. 2026-11-30T03:00) again, in their places.")
 flags.DEFINE_string("hub_handle", None, "The default shape's encoder; default: the embedded "
                     "all-MiniLM-L6-v2, which AdapterHub loads too.")
 flags.DEFINE_string("preprocess_handle", None, "Its preprocessing, for the many-tasks "
                     "SavedModels; default: the embedded one.")
-flags.DEFINE_string("work_dir", os.path.join(paths.cache_dir(), "bench", "scale"),
+flags.DEFINE_string("work_dir", random_bert.WORK_DIR,
                     "Cache of the exports (random encoders, tasks, multi-task SavedModels).")
 flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "scale.json"),
                     "Where the results go (JSON; the plots beside it); read to resume.")
@@ -141,7 +145,7 @@ def encoder_dir(shape):
   """Where the export of `shape` lives (the embedded model for "default")."""
   if SHAPES[shape] is None:
     return FLAGS.hub_handle or keras_adapters.default_hub_handle()
-  return os.path.join(FLAGS.work_dir, "encoders", shape)
+  return random_bert.export_dir(shape, FLAGS.work_dir)
 
 
 def _export_encoder(shape):
@@ -575,11 +579,29 @@ def _check_flags():
       problems.append(f"--{name} takes {', '.join(map(str, allowed))}; got {unknown}.")
   if problems:
     raise app.UsageError(" ".join(problems))
+  if FLAGS.remeasure_before is not None:
+    _remeasure_before()
   if "adapterhub" in FLAGS.libraries and not os.path.exists(FLAGS.peer_python):
     raise app.UsageError(
         f"AdapterHub's venv is not at --peer_python={FLAGS.peer_python}. Install it with "
         "`bash ../shared/peer/install.sh ~/.cache/adapterhub-peer/venv`, or pass "
         "--libraries=keras_adapters.")
+
+
+def _remeasure_before():
+  """`--remeasure_before` as a UTC time."""
+  try:
+    when = datetime.datetime.fromisoformat(FLAGS.remeasure_before)
+  except ValueError:
+    raise app.UsageError(f"--remeasure_before takes an ISO 8601 UTC time such as "
+                         f"2026-11-30T03:00; got {FLAGS.remeasure_before!r}.") from None
+  return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
+def _stale(row):
+  """Whether `row` was recorded before `--remeasure_before`."""
+  return (FLAGS.remeasure_before is not None and
+          datetime.datetime.fromisoformat(row["provenance"]["date_utc"]) < _remeasure_before())
 
 
 def main(argv):
@@ -594,20 +616,24 @@ def main(argv):
       previous = json.load(f)
   rows = previous.get("rows", [])
   tasks = previous.get("tasks", [])
-  have = {row_key(row) for row in rows}
+  place = {row_key(row): index for index, row in enumerate(rows)}
 
   def save():
     harness.write_record(FLAGS.output, _record(rows, tasks))
 
   for row in _planned_rows():
-    if row_key(row) in have:
+    if row_key(row) in place and not _stale(rows[place[row_key(row)]]):
       continue
     _ensure_encoder(row["shape"])
     print(f"Measuring {row}...", flush=True)
     measured = _measure(row)
     for new in measured if isinstance(measured, list) else [measured]:
-      rows.append(dict(new, provenance=provenance.record()))  # Rows come from many runs.
-      have.add(row_key(new))
+      new = dict(new, provenance=provenance.record())  # Rows come from many runs.
+      if row_key(new) in place:
+        rows[place[row_key(new)]] = new
+      else:
+        place[row_key(new)] = len(rows)
+        rows.append(new)
     save()
   measured_tasks = {row["num_tasks"] for row in tasks}
   for number in (int(n) for n in FLAGS.num_tasks if FLAGS.isa == "native"):

@@ -4,6 +4,7 @@ A tiny Model Garden export with BERT's 128 positions stands in for the default s
 stand-in for AdapterHub's Python prints fixed figures as bench/peer_step.py prints them.
 """
 
+import datetime
 import json
 import os
 import stat
@@ -103,6 +104,21 @@ def test_tiny_run_records_every_row_checks_targets_and_resumes(tmp_path):
   assert added["out_of_memory_mb"] is not None
   assert "(stopped)" in (tmp_path / "scale.md").read_text()
 
+  # After a change of the code, rows recorded before a time are measured again in their
+  # places (the docs name rows by place); rerun with the same time, nothing is left to do.
+  since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  remeasure = ("--methods=adapters", "--libraries=adapterhub", "--inference=false",
+               "--num_tasks=2", f"--remeasure_before={since}")
+  stdout, remeasured = _run(tmp_path, *remeasure)
+  assert stdout.count("Measuring") == 1
+  index = next(i for i, row in enumerate(again["rows"])
+               if _key(row) == ("train", "adapterhub", "default", 128, "adapters", "native"))
+  assert remeasured["rows"][index]["provenance"]["date_utc"] >= since
+  assert [row for i, row in enumerate(remeasured["rows"]) if i != index] == [
+      row for i, row in enumerate(again["rows"]) if i != index]
+  stdout, _ = _run(tmp_path, *remeasure)
+  assert "Measuring" not in stdout
+
 
 def test_full_fine_tuning_peaks_are_checked_against_adapterhubs():
   """`targets` on rows of full fine-tuning, in a fresh process (scale.py's flags would clash
@@ -134,3 +150,10 @@ def test_bad_flags_are_refused_in_one_line(tmp_path):
              and "--seq_lengths takes 128, 512" in line for line in process.stderr.splitlines())
   assert "Traceback" not in process.stderr
   assert not (tmp_path / "x.json").exists()
+  process = subprocess.run([sys.executable, _SCRIPT, "--remeasure_before=yesterday",
+                            f"--output={tmp_path / 'x.json'}", "--libraries=keras_adapters"],
+                           capture_output=True, text=True, check=False)
+  assert process.returncode != 0
+  assert ("--remeasure_before takes an ISO 8601 UTC time such as 2026-11-30T03:00; got "
+          "'yesterday'.") in process.stderr
+  assert "Traceback" not in process.stderr

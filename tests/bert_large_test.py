@@ -19,8 +19,8 @@ _LARGE = dict(num_layers=2, hidden_size=1024, num_attention_heads=16, intermedia
 class BertLargeTest(tf.test.TestCase):
 
   def test_bert_large_blocks_at_512_tokens_train_two_steps_export_and_serve(self):
-    """Two training steps (attention recomputed, as --recompute_attention=auto does from 512
-    tokens) and the SavedModel serving strings. Scoring, which traces the model once more
+    """Two training steps (attention recomputed, as --recompute_attention=auto does at this
+    length) and the SavedModel serving strings. Scoring, which traces the model once more
     (an eighth of this test's time), and exactness at 512 tokens are long_sequences_test's."""
     long_sequences_test.train_export_and_serve(
         self, self.create_tempdir().full_path, num_train=2, batch_size=1, score=False,

@@ -50,7 +50,8 @@ class ExperimentConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config.definition()["learning_rate"], 1e-3)
 
   @parameterized.named_parameters(
-      ("auto_short", "auto", 128, "never"), ("auto_long", "auto", 512, "always"),
+      ("auto_short", "auto", 64, "never"), ("auto_from_128", "auto", 128, "always"),
+      ("auto_long", "auto", 512, "always"),
       ("always", "always", 128, "always"), ("never", "never", 512, "never"))
   def test_attention_recomputes_by_the_runs_longest_sequence(self, setting, length, expected):
     """--recompute_attention reaches AdaptedBert decided: "auto" by --max_seq_length, since

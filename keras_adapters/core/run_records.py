@@ -29,8 +29,8 @@ SESSIONS_FILE = "sessions.json"
 # them had: the precision and XLA settings, the adapter fields that had no flag of their
 # own (a record then held them, when not the defaults, under `adapter_config`), and the
 # method (every earlier run trained adapters or a baseline) with the other methods' defaults,
-# and recomputing attention as "auto" (it changes no result; at the lengths of earlier runs
-# "auto" keeps the probabilities, as they all did).
+# and recomputing attention as "auto" (it changes no result, only memory and time, so it is
+# an execution setting).
 _SETTINGS_ADDED_LATER = dict(
     mixed_precision="float32", jit_compile=False, method=config_definitions.ADAPTERS_METHOD,
     recompute_attention="auto",

@@ -11,10 +11,11 @@ from keras_adapters.methods import projection_delta
 _INPUT_PROJECTIONS = ("query", "key", "value")
 _OUTPUT_PROJECTION = "attention_output"
 # When the attention probabilities are recomputed in the backward pass rather than kept from
-# the forward one: "auto" from `RECOMPUTE_FROM_LENGTH` tokens (where they take most of a
-# training step's memory), "always", "never".
+# the forward one: "auto" from `RECOMPUTE_FROM_LENGTH` tokens, "always", "never". From 128
+# tokens, recomputing saves a tenth to a fifth of a training step's memory for a few percent
+# of its time at most, and most of the memory from 512 (bench/results/attention_recompute.json).
 RECOMPUTE_CHOICES = ("auto", "always", "never")
-RECOMPUTE_FROM_LENGTH = 512
+RECOMPUTE_FROM_LENGTH = 128
 
 
 def recompute_for_length(recompute, seq_length):
@@ -41,8 +42,8 @@ class SelfAttention(keras.layers.Layer):
   `Einsum`'s does not.
 
   For its backward pass, autodiff keeps three `[batch, heads, seq, seq]` tensors per layer
-  (the softmax, the dropout mask and the dropped probabilities): at 512 tokens most of a
-  training step's memory. With `recompute_attention` the layer keeps only the queries, keys,
+  (the softmax, the dropout mask and the dropped probabilities): from 128 tokens a tenth of a
+  training step's memory or more, at 512 most of it. With `recompute_attention` the layer keeps only the queries, keys,
   values and the dropout mask as booleans, and computes the softmax again in the backward
   pass (one more `QKᵀ` and softmax): the same gradients, for less memory and a slower step.
 
