@@ -67,7 +67,8 @@ def _make_step(setup, model_dir):
       from_logits=True, reduction=keras.losses.Reduction.NONE)
   with precision.policy_scope(mixed_precision):
     trainer = trainer_lib.Trainer(
-        lambda: harness.build_model(FLAGS.hub_handle, "adapters", _NUM_CLASSES), loss,
+        lambda: harness.build_model(FLAGS.hub_handle, "adapters", _NUM_CLASSES,
+                                    seq_length=FLAGS.seq_length), loss,
         train_data=lambda seed: None,  # Never read: step_function is given its batches.
         num_train_steps=FLAGS.warmup_steps + FLAGS.steps,
         learning_rate=1e-4, model_dir=model_dir, jit_compile=jit_compile)

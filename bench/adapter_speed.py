@@ -58,7 +58,8 @@ _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_ha
 
 def _make_runner(mode, setup):
   """One setup's model and the call to time: a training step, or a forward pass."""
-  model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES)
+  model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES,
+                              seq_length=FLAGS.seq_length)
   inputs, labels = harness.random_batch(model, FLAGS.batch_size, FLAGS.seq_length, _NUM_CLASSES)
   if mode == "train":
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)

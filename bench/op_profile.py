@@ -43,7 +43,8 @@ _FORWARDED_FLAGS = ("steps", "warmup_steps", "batch_size", "seq_length", "hub_ha
 
 def _profile(setup):
   """Traces `--steps` training steps of one setup; returns its op times and wall time."""
-  model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES)
+  model = harness.build_model(FLAGS.hub_handle, setup, _NUM_CLASSES,
+                              seq_length=FLAGS.seq_length)
   inputs, labels = harness.random_batch(model, FLAGS.batch_size, FLAGS.seq_length, _NUM_CLASSES)
   step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
   harness.time_calls(lambda: step(inputs, labels).numpy(), steps=1,

@@ -96,7 +96,8 @@ def _measure(tuning, padding):
       train, hub.load(FLAGS.preprocess_handle), max_seq_length=FLAGS.max_seq_length,
       batch_size=FLAGS.batch_size, shuffle=True, seed=0, repeat=True,
       dynamic_padding=padding == "dynamic", drop_remainder=True)
-  model = harness.build_model(FLAGS.hub_handle, tuning, spec.num_classes)
+  model = harness.build_model(FLAGS.hub_handle, tuning, spec.num_classes,
+                              seq_length=FLAGS.max_seq_length)
   steps = len(train) // FLAGS.batch_size
   step = harness.make_train_step(model, FLAGS.warmup_steps + steps)
   batches = iter(dataset)

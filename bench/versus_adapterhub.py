@@ -165,8 +165,9 @@ def _peer_batch():
 
 def _measure_ours(mode):
   """Our setup of harness `mode`, timed alone in this process on the harness's batch."""
-  model = harness.build_model(FLAGS.hub_handle, _SETUP_OF_MODE[mode], _NUM_CLASSES)
   inputs, labels = _peer_batch()
+  model = harness.build_model(FLAGS.hub_handle, _SETUP_OF_MODE[mode], _NUM_CLASSES,
+                              seq_length=inputs["input_word_ids"].shape[1])
   if mode.startswith("train"):
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
     run, steps = (lambda: step(inputs, labels).numpy()), FLAGS.steps
