@@ -106,11 +106,13 @@ def main(argv):
     return
   for shape in FLAGS.shapes:
     _batch_and_length(shape)
-  for name, chosen, choices in (("bases", FLAGS.bases, _BASES),
-                                ("methods", FLAGS.methods, harness.SETUPS)):
-    unknown = sorted(set(chosen) - set(choices))
-    if unknown:
-      raise app.UsageError(f"Unknown --{name} {unknown}: choose from {list(choices)}.")
+  # Every unknown value at once, on one line: all of them fixed before the next try.
+  problems = [f"Unknown --{name} {unknown}: choose from {list(choices)}."
+              for name, chosen, choices in (("bases", FLAGS.bases, _BASES),
+                                            ("methods", FLAGS.methods, harness.SETUPS))
+              for unknown in [sorted(set(chosen) - set(choices))] if unknown]
+  if problems:
+    raise app.UsageError(" ".join(problems))
   handles = {base: (FLAGS.hub_handle or keras_adapters.default_hub_handle() if base == "default"
                     else random_bert.ensure_export(base, FLAGS.work_dir))
              for base in FLAGS.bases}
