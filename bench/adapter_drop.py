@@ -39,7 +39,6 @@ from keras_adapters.models import adapter_config
 
 _NUM_CLASSES = 2
 _DEFAULT_DEPTH = 6  # Layers of the embedded default base, which --lowest_left_out counts in.
-_BASES = ("default", "base")
 _LAYER_NORM_POLICIES = ("layer_norms_trained", "layer_norms_frozen")
 
 harness.define_batch_benchmark_flags(
@@ -47,8 +46,8 @@ harness.define_batch_benchmark_flags(
     output_name="adapter_drop.json", child_help="time every setting of one base and print its "
     "JSON.")
 harness.define_child_processes_flag()
-flags.DEFINE_list("bases", list(_BASES), f"Bases to measure, of {list(_BASES)} (base: "
-                  "BERT-base's shape, random weights).")
+flags.DEFINE_list("bases", ["default", "base"], f"Bases to measure, of {list(random_bert.BASES)} "
+                  "(default: --hub_handle; the others: BERT's shapes, random weights).")
 flags.DEFINE_list("lowest_left_out", ["0", "1", "2", "3", "4"],
                   f"How many of the lowest layers get no adapters, counted in the default base's "
                   f"{_DEFAULT_DEPTH} layers (scaled to a deeper base).")
@@ -96,9 +95,9 @@ def _with_ratios(rows):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  unknown = sorted(set(FLAGS.bases) - set(_BASES))
+  unknown = sorted(set(FLAGS.bases) - set(random_bert.BASES))
   if unknown:
-    raise app.UsageError(f"Unknown --bases {unknown}: choose from {list(_BASES)}.")
+    raise app.UsageError(f"Unknown --bases {unknown}: choose from {list(random_bert.BASES)}.")
   if "0" not in FLAGS.lowest_left_out or not all(
       n.isdigit() and int(n) < _DEFAULT_DEPTH for n in FLAGS.lowest_left_out):
     raise app.UsageError(f"--lowest_left_out takes counts 0 to {_DEFAULT_DEPTH - 1}, 0 "

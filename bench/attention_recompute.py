@@ -33,10 +33,9 @@ from keras_adapters.utils import atomic_io
 
 _SETTINGS = ("never", "always")
 _NUM_CLASSES = 2
-_BASES = ("default", *random_bert.SHAPES)
 
-flags.DEFINE_list("bases", ["default", "base"], f"Bases to measure, of {list(_BASES)} (default: "
-                  "--hub_handle; the others: BERT's shapes, random weights).")
+flags.DEFINE_list("bases", ["default", "base"], f"Bases to measure, of {list(random_bert.BASES)} "
+                  "(default: --hub_handle; the others: BERT's shapes, random weights).")
 flags.DEFINE_list("shapes", ["32x128", "8x512"], "Batch x sequence length of each comparison.")
 flags.DEFINE_list("methods", ["adapters", "full"], "Methods to train, of "
                   f"{list(harness.SETUPS)}.")
@@ -95,8 +94,8 @@ def _table(record):
       ["base", "batch x seq", "method", "kept MB", "recomputed MB", "memory ratio", "kept ms",
        "recomputed ms", "time ratio"],
       [[c["base"], c["shape"], c["method"], f"{c['peak_mb_never']:,.0f}",
-        f"{c['peak_mb_always']:,.0f}", f"{c['peak_ratio']:.2f}", f"{c['step_ms_never']:,.0f}", f"{c['step_ms_always']:,.0f}",
-        f"{c['step_ratio']:.2f}"] for c in record["comparisons"]])
+        f"{c['peak_mb_always']:,.0f}", f"{c['peak_ratio']:.2f}", f"{c['step_ms_never']:,.0f}",
+        f"{c['step_ms_always']:,.0f}", f"{c['step_ratio']:.2f}"] for c in record["comparisons"]])
 
 
 def main(argv):
@@ -108,7 +107,7 @@ def main(argv):
     _batch_and_length(shape)
   # Every unknown value at once, on one line: all of them fixed before the next try.
   problems = [f"Unknown --{name} {unknown}: choose from {list(choices)}."
-              for name, chosen, choices in (("bases", FLAGS.bases, _BASES),
+              for name, chosen, choices in (("bases", FLAGS.bases, random_bert.BASES),
                                             ("methods", FLAGS.methods, harness.SETUPS))
               for unknown in [sorted(set(chosen) - set(choices))] if unknown]
   if problems:

@@ -3,9 +3,9 @@
 The roofline of a training step (bench/roofline.py) is the rate the framework's own matmul
 reaches on the shapes the step multiplies: the four attention projections and the two
 feed-forward ones over every token, and the per-head score and context products. This module
-defines those shapes once, counts a step's FLOPs from them and times them in either
-framework, so the rate and the FLOP count of a step come from the same list. It imports neither framework at
-the top: bench/roofline.py runs it in the project's Python (`--framework=tensorflow`) and in
+defines those shapes once, counts a step's FLOPs from them and times them in either framework,
+so the rate and the FLOP count of a step come from the same list. It imports neither framework
+at the top: bench/roofline.py runs it in the project's Python (`--framework=tensorflow`) and in
 the PyTorch peers' venv (`--framework=torch`), where it prints one JSON line:
 
   ~/.cache/adapterhub-peer/venv/bin/python bench/matmul_rate.py --framework=torch

@@ -1,12 +1,12 @@
 """Where a training step's time goes: TensorFlow profiler op times for each tuning policy.
 
 `adapter_speed.py` and `lora_speed.py` give wall-clock step times; this explains them. For
-`adapters` (m=64), `lora` (r=8 on query and value), `layer_norm` and `full` tuning on one batch of random token ids, it traces a few training steps
-with `tf.profiler` and sums, per step, the time TensorFlow's compute threads spent in each op
-type (`_MklEinsum`, `_MklMatMul`, `Mul`, `RandomUniform`, ...) and in the forward pass and
-update against the backward pass. Op time adds up the work of every thread, so set against
-wall time it also shows how much of a step ran in parallel. Each setup runs in its own child
-process. On an otherwise idle machine:
+`adapters` (m=64), `lora` (r=8 on query and value), `layer_norm` and `full` tuning on one batch
+of random token ids, it traces a few training steps with `tf.profiler` and sums, per step, the
+time TensorFlow's compute threads spent in each op type (`_MklEinsum`, `_MklMatMul`, `Mul`,
+`RandomUniform`, ...) and in the forward pass and update against the backward pass. Op time
+adds up the work of every thread, so set against wall time it also shows how much of a step ran
+in parallel. Each setup runs in its own child process. On an otherwise idle machine:
 
   python bench/op_profile.py
 

@@ -17,6 +17,9 @@ SHAPES = {"base": dict(num_layers=12, hidden_size=768, num_attention_heads=12,
                        intermediate_size=3072),
           "large": dict(num_layers=24, hidden_size=1024, num_attention_heads=16,
                         intermediate_size=4096)}
+# What a benchmark's `--bases` chooses from: "default", the embedded base (or the `--hub_handle`
+# given), then BERT's shapes.
+BASES = ("default", *SHAPES)
 _VOCAB_SIZE = 30522
 _MAX_POSITIONS = 512
 # BERT's initializer range: wider random weights saturate a 12- or 24-layer encoder, and its

@@ -44,8 +44,9 @@ which keras_adapters replaces (utils/cpu_kernels.py), ours only: the gain of tha
 Resumable: every finished row is written to `--output` at once, and a rerun measures only
 the rows it lacks. After a change of the code, `--remeasure_before=<UTC time>` measures the
 planned rows recorded before that time again, each new row in its old one's place (the docs
-name rows by place); rerun with the same time, it resumes. The recorded run, with the harness venv installed
-(`bash ../shared/peer/install.sh ~/.cache/adapterhub-peer/venv`), alone on the machine:
+name rows by place); rerun with the same time, it resumes. The recorded run, with the harness
+venv installed (`bash ../shared/peer/install.sh ~/.cache/adapterhub-peer/venv`), alone on the
+machine:
 
   python bench/scale.py
   python bench/scale.py --isa=avx2 --shapes=default,base
@@ -496,8 +497,9 @@ def tables(record):
           "'avx2' and 'avx2_eigen' emulated on it (bench/scale.py's docstring).\n\n"
           f"Training steps, median ms, and peak memory over the process's footprint before "
           f"the model, MB (\"stopped\": the memory guard stopped the run before it exhausted "
-          f"the machine's memory; its peak is higher):\n\n{training}\n\nInference, median ms per batch:\n\n"
-          f"{inference}\n\nMany tasks in one SavedModel (default base):\n\n{tasks}\n\n"
+          f"the machine's memory; its peak is higher):\n\n{training}\n\n"
+          f"Inference, median ms per batch:\n\n{inference}\n\n"
+          f"Many tasks in one SavedModel (default base):\n\n{tasks}\n\n"
           f"Targets:\n\n{checks}\n")
 
 
@@ -579,8 +581,6 @@ def _check_flags():
       problems.append(f"--{name} takes {', '.join(map(str, allowed))}; got {unknown}.")
   if problems:
     raise app.UsageError(" ".join(problems))
-  if FLAGS.remeasure_before is not None:
-    _remeasure_before()
   if "adapterhub" in FLAGS.libraries and not os.path.exists(FLAGS.peer_python):
     raise app.UsageError(
         f"AdapterHub's venv is not at --peer_python={FLAGS.peer_python}. Install it with "
@@ -589,7 +589,9 @@ def _check_flags():
 
 
 def _remeasure_before():
-  """`--remeasure_before` as a UTC time."""
+  """`--remeasure_before` as a UTC time, or None without it."""
+  if FLAGS.remeasure_before is None:
+    return None
   try:
     when = datetime.datetime.fromisoformat(FLAGS.remeasure_before)
   except ValueError:
@@ -598,10 +600,10 @@ def _remeasure_before():
   return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
 
 
-def _stale(row):
-  """Whether `row` was recorded before `--remeasure_before`."""
-  return (FLAGS.remeasure_before is not None and
-          datetime.datetime.fromisoformat(row["provenance"]["date_utc"]) < _remeasure_before())
+def _stale(row, remeasure_before):
+  """Whether `row` was recorded before `remeasure_before` (a UTC time, or None)."""
+  return (remeasure_before is not None and
+          datetime.datetime.fromisoformat(row["provenance"]["date_utc"]) < remeasure_before)
 
 
 def main(argv):
@@ -610,6 +612,7 @@ def main(argv):
     harness.report_to_parent(_CHILDREN[FLAGS.child](json.loads(FLAGS.row)))
     return
   _check_flags()
+  remeasure_before = _remeasure_before()
   previous = {}
   if os.path.exists(FLAGS.output):
     with open(FLAGS.output, encoding="utf-8") as f:
@@ -622,7 +625,7 @@ def main(argv):
     harness.write_record(FLAGS.output, _record(rows, tasks))
 
   for row in _planned_rows():
-    if row_key(row) in place and not _stale(rows[place[row_key(row)]]):
+    if row_key(row) in place and not _stale(rows[place[row_key(row)]], remeasure_before):
       continue
     _ensure_encoder(row["shape"])
     print(f"Measuring {row}...", flush=True)
