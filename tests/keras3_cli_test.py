@@ -3,7 +3,7 @@ on JAX with two host devices (a subprocess, as a user runs it) stopped by SIGTER
 resumed, both on the tiny TF Hub base; and the one-line refusals of settings the Keras 3 path
 lacks and of a backend it cannot use.
 `run_glue --keras=3` on a sentence-pair task and STS-B (regression), stopped by SIGTERM and
-resumed, and the refusals of run_glue, run_squad and run_automl (subprocesses: their flags
+resumed, and the refusals of run_glue, run_squad and run_automl (in a subprocess: their flags
 clash with run_classification's here)."""
 
 import json
@@ -24,13 +24,25 @@ from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import training_testing
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# A child that runs an experiments/ script's `main` on each command line of argv[2] (JSON),
-# in-process as `cli.run` does, and prints each exit status and message lines.
+# A child that runs, for each script of argv[1] (JSON: script → command lines), its `main` on
+# each command line, in-process as `cli.run` does, and prints each exit status and message
+# lines. The scripts' flags clash (--task): each one's flags, and the keras_adapters.cli modules
+# that defined them, go before the next is imported, which so defines its own afresh.
 _REFUSALS = """
-import json, sys
+import importlib, json, sys
+from absl import flags
 from experiments import testing as cli_testing
-from keras_adapters.cli import {script}
-print(json.dumps([cli_testing.cli_error({script}.main, argv) for argv in json.loads(sys.argv[1])]))
+reports = {}
+for script, argvs in json.loads(sys.argv[1]).items():
+  names, modules = set(flags.FLAGS), set(sys.modules)
+  main = importlib.import_module("keras_adapters.cli." + script).main
+  reports[script] = [cli_testing.cli_error(main, argv) for argv in argvs]
+  for name in set(flags.FLAGS) - names:
+    delattr(flags.FLAGS, name)
+  for name in set(sys.modules) - modules:
+    if name.startswith("keras_adapters.cli."):
+      del sys.modules[name]
+print(json.dumps(reports))
 """
 
 
@@ -38,14 +50,6 @@ def _environ(**extra):
   """This process's environment for a Keras 3 child: without the Keras 2 switch."""
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   return dict(environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
-def _refusals(script, argvs):
-  """A child running `script`'s main on each of `argvs` (`_REFUSALS`), started."""
-  return subprocess.Popen(
-      [sys.executable, "-c", _REFUSALS.format(script=script), json.dumps(argvs)],
-      cwd=_REPO_ROOT, env=_environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
 
 
 class Keras3CliTest(tf.test.TestCase):
@@ -191,20 +195,18 @@ class Keras3GlueTest(tf.test.TestCase):
     model_dir = os.path.join(self.create_tempdir().full_path, "never_made")
     glue_argv = ["run_glue", "--keras=3", "--task=rte", f"--model_dir={model_dir}",
                  f"--data_dir={model_dir}"]
-    children = {
-        "run_glue": _refusals("run_glue", [glue_argv + ["--sweep"],
-                                           glue_argv + ["--methods=adapters,lora"],
-                                           glue_argv + ["--strategy=mirrored"]]),
-        "run_squad": _refusals("run_squad", [["run_squad", "--keras=3",
-                                              f"--model_dir={model_dir}"]]),
-        "run_automl": _refusals("run_automl", [["run_automl", "--keras=3",
-                                                f"--model_dir={model_dir}"]]),
+    # One child for the three scripts (`_REFUSALS`): a Python and TensorFlow start, not three.
+    argvs = {
+        "run_glue": [glue_argv + ["--sweep"], glue_argv + ["--methods=adapters,lora"],
+                     glue_argv + ["--strategy=mirrored"]],
+        "run_squad": [["run_squad", "--keras=3", f"--model_dir={model_dir}"]],
+        "run_automl": [["run_automl", "--keras=3", f"--model_dir={model_dir}"]],
     }
-    reports = {}
-    for script, child in children.items():
-      stdout, stderr = child.communicate(timeout=600)
-      self.assertEqual(child.returncode, 0, stderr[-3000:])
-      reports[script] = json.loads(stdout.strip().splitlines()[-1])
+    result = subprocess.run([sys.executable, "-c", _REFUSALS, json.dumps(argvs)],
+                            cwd=_REPO_ROOT, env=_environ(), capture_output=True, text=True,
+                            timeout=600, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    reports = json.loads(result.stdout.strip().splitlines()[-1])
     self.assertEqual(reports["run_glue"][:2], [
         [2, ["--sweep runs on Keras 2; --keras=3 trains one --method per task: drop --sweep "
              "or --keras=3."]],

@@ -51,12 +51,31 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     if result.returncode:
       raise AssertionError(result.stderr[-3000:])
     cls.exports = json.loads(result.stdout.strip().splitlines()[-1])
+    # Variants' conversions and TF Hub models' outputs, which several tests check without
+    # changing them: each made once for the class.
+    cls.converted, cls.hub_outputs = {}, {}
 
-  def assert_same_outputs(self, handle, backbone, inputs):
-    """Within 1e-5 at the real tokens and in the pooled output. At padded positions, which
-    no real token reads, the two attention implementations round differently (up to 1.1e-5
-    on the embedded default on an AVX-512 CPU): there within 1e-4."""
-    expected = tf.saved_model.load(handle)(tf_hub_bert.hub_inputs(inputs), training=False)
+  def convert(self, handle):
+    """`kak.from_tf_hub(handle)`, converted once for the class; callers only read it."""
+    if handle not in self.converted:
+      self.converted[handle] = kak.from_tf_hub(handle)
+    return self.converted[handle]
+
+  def expected_outputs(self, handle, vocabulary_size, seq_length=10):
+    """The TF Hub model at `handle` on `_inputs(vocabulary_size, seq_length)`."""
+    key = (handle, vocabulary_size, seq_length)
+    if key not in self.hub_outputs:
+      self.hub_outputs[key] = tf.saved_model.load(handle)(
+          tf_hub_bert.hub_inputs(_inputs(vocabulary_size, seq_length)), training=False)
+    return self.hub_outputs[key]
+
+  def assert_same_outputs(self, handle, backbone, seq_length=10):
+    """On `_inputs(backbone.vocabulary_size, seq_length)`: within 1e-5 at the real tokens and
+    in the pooled output. At padded positions, which no real token reads, the two attention
+    implementations round differently (up to 1.1e-5 on the embedded default on an AVX-512
+    CPU): there within 1e-4."""
+    inputs = _inputs(backbone.vocabulary_size, seq_length)
+    expected = self.expected_outputs(handle, backbone.vocabulary_size, seq_length)
     actual = backbone(inputs, training=False)
     real = inputs["padding_mask"].astype(bool)
     sequence = keras.ops.convert_to_numpy(actual["sequence_output"])
@@ -74,20 +93,19 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(*[(name, name) for name in _VARIANTS])
   def test_each_variant_converts_with_its_own_activation(self, name):
     handle, activation = self.exports[name]
-    backbone = kak.from_tf_hub(handle)
+    backbone = self.convert(handle)
     self.assertIsInstance(backbone, keras_hub.models.BertBackbone)
     self.assertEqual(backbone.activation, activation)
-    self.assert_same_outputs(handle, backbone, _inputs(backbone.vocabulary_size))
+    self.assert_same_outputs(handle, backbone)
 
   def test_a_converted_backbone_saves_and_loads_with_its_activation(self):
     handle, _ = self.exports["legacy_relu_embedding_width"]
-    backbone = kak.from_tf_hub(handle)
     path = f"{self.root}/relu.keras"
-    backbone.save(path)
+    self.convert(handle).save(path)
     loaded = keras.saving.load_model(path)
     self.assertIsInstance(loaded, backbones.HubBertBackbone)
     self.assertEqual((loaded.activation, loaded.embedding_dim), ("relu", 8))
-    self.assert_same_outputs(handle, loaded, _inputs(loaded.vocabulary_size))
+    self.assert_same_outputs(handle, loaded)
 
   def test_on_jax_a_variant_converts_to_the_same_outputs(self):
     """In a fresh Python with `KERAS_BACKEND=jax`: the backbone's outputs on this test's
@@ -106,7 +124,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     backend, activation, sequence, pooled = json.loads(result.stdout.strip().splitlines()[-1])
     self.assertEqual((backend, activation), ("jax", "gelu_approximate"))
-    expected = tf.saved_model.load(handle)(tf_hub_bert.hub_inputs(_inputs(64)), training=False)
+    expected = self.expected_outputs(handle, 64)
     self.assertAllClose(expected["sequence_output"], sequence, atol=1e-5, rtol=0)
     self.assertAllClose(expected["pooled_output"], pooled, atol=1e-5, rtol=0)
 
@@ -115,7 +133,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((backbone.activation, backbone.num_layers, backbone.hidden_dim),
                      ("gelu", 6, 384))
     handle = tf_hub.local_folder(None, "hub")
-    self.assert_same_outputs(handle, backbone, _inputs(backbone.vocabulary_size, 16))
+    self.assert_same_outputs(handle, backbone, seq_length=16)
 
 
 if __name__ == "__main__":
