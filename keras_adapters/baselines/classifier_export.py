@@ -40,6 +40,7 @@ def export_classifier(model: keras.Model, export_dir: str, label_names: Sequence
   """
   module = _Classifier(model, label_names)
   with atomic_io.atomic_directory(export_dir) as staging:
-    tf.saved_model.save(module, staging,
-                        signatures={"serving_default": module.__call__.get_concrete_function()})
+    # The function, not its concrete function: one made concrete before saving is traced
+    # again by the save.
+    tf.saved_model.save(module, staging, signatures={"serving_default": module.__call__})
   return export_dir
