@@ -103,13 +103,16 @@ def main(argv):
   if FLAGS.child:
     harness.report_to_parent(_child(json.loads(FLAGS.child)))
     return
-  for shape in FLAGS.shapes:
-    _batch_and_length(shape)
-  # Every unknown value at once, on one line: all of them fixed before the next try.
+  # Every bad value at once, on one line: all of them fixed before the next try.
   problems = [f"Unknown --{name} {unknown}: choose from {list(choices)}."
               for name, chosen, choices in (("bases", FLAGS.bases, random_bert.BASES),
                                             ("methods", FLAGS.methods, harness.SETUPS))
               for unknown in [sorted(set(chosen) - set(choices))] if unknown]
+  for shape in FLAGS.shapes:
+    try:
+      _batch_and_length(shape)
+    except app.UsageError as error:
+      problems.append(str(error))
   if problems:
     raise app.UsageError(" ".join(problems))
   handles = {base: (FLAGS.hub_handle or keras_adapters.default_hub_handle() if base == "default"

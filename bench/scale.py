@@ -572,13 +572,18 @@ def _record(rows, tasks):
 
 
 def _check_flags():
-  # Every unknown value at once, on one line: all of them fixed before the next try.
-  problems = []
+  """Refuses bad flags, every bad value at once on one line (all of them fixed before the
+  next try); returns `--remeasure_before` as a UTC time, or None without it."""
+  problems, remeasure_before = [], None
   for name, allowed in (("shapes", SHAPES), ("methods", METHODS), ("libraries", LIBRARIES),
                         ("seq_lengths", [str(n) for n in BATCH_OF_LENGTH])):
     unknown = sorted(set(FLAGS[name].value) - set(allowed))
     if unknown:
       problems.append(f"--{name} takes {', '.join(map(str, allowed))}; got {unknown}.")
+  try:
+    remeasure_before = _remeasure_before()
+  except app.UsageError as error:
+    problems.append(str(error))
   if problems:
     raise app.UsageError(" ".join(problems))
   if "adapterhub" in FLAGS.libraries and not os.path.exists(FLAGS.peer_python):
@@ -586,6 +591,7 @@ def _check_flags():
         f"AdapterHub's venv is not at --peer_python={FLAGS.peer_python}. Install it with "
         "`bash ../shared/peer/install.sh ~/.cache/adapterhub-peer/venv`, or pass "
         "--libraries=keras_adapters.")
+  return remeasure_before
 
 
 def _remeasure_before():
@@ -611,8 +617,7 @@ def main(argv):
   if FLAGS.child:
     harness.report_to_parent(_CHILDREN[FLAGS.child](json.loads(FLAGS.row)))
     return
-  _check_flags()
-  remeasure_before = _remeasure_before()
+  remeasure_before = _check_flags()
   previous = {}
   if os.path.exists(FLAGS.output):
     with open(FLAGS.output, encoding="utf-8") as f:

@@ -120,8 +120,9 @@ def test_the_recorded_run_is_the_defaults():
 
 
 def test_one_round_against_a_stand_in_harness(tmp_path):
-  # Room for the airline comparison's 64 tokens.
-  hub_handle = testing.save_tiny_hub_encoder(str(tmp_path / "encoder"), max_sequence_length=64)
+  # BERT's 128 positions, room for the airline comparison's 64 tokens: the tiny export that
+  # scale_test.py and tests/docs_test.py take too, built once for the session (its cache).
+  hub_handle = testing.save_tiny_hub_encoder(str(tmp_path / "encoder"), max_sequence_length=128)
   _fake_harness(tmp_path, vocab_size=testing.TINY_CONFIG["vocab_size"])
   output = tmp_path / "result.json"
   process = _run(
