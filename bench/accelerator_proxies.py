@@ -103,7 +103,7 @@ def main(argv):
     harness.report_to_parent(_measure_times())
     return
   # Resolved once here, so that the child measures the encoder the record names.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   print(f"Timing training steps: {', '.join(SETUPS)} in turns...", flush=True)
   # A child of its own, as the other benchmarks: this process has loaded the default model.

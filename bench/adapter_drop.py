@@ -110,8 +110,7 @@ def main(argv):
   forwarded["lowest_left_out"] = ",".join(FLAGS.lowest_left_out)
   measurements = []
   for base in FLAGS.bases:
-    handle = (FLAGS.hub_handle if base == "default" else
-              random_bert.ensure_export(base, FLAGS.work_dir))
+    handle = random_bert.handle(base, FLAGS.hub_handle, FLAGS.work_dir)
     print(f"Timing {base}: every setting in turns...", flush=True)
     rows = harness.run_timing_child(os.path.abspath(__file__), "times",
                                     dict(forwarded, hub_handle=handle),

@@ -111,7 +111,7 @@ def main(argv):
                              else _measure_times(mode, _SETUPS[mode]))
     return
   # Resolved once here, so that every child measures the same encoder.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
 
   def measure(mode):

@@ -115,8 +115,8 @@ def main(argv):
       problems.append(str(error))
   if problems:
     raise app.UsageError(" ".join(problems))
-  handles = {base: (FLAGS.hub_handle or keras_adapters.default_hub_handle() if base == "default"
-                    else random_bert.ensure_export(base, FLAGS.work_dir))
+  harness.resolve_hub_handle()
+  handles = {base: random_bert.handle(base, FLAGS.hub_handle, FLAGS.work_dir)
              for base in FLAGS.bases}
   record = dict(benchmark="attention_recompute", machine=harness.machine_info(),
                 recompute_from_length=self_attention.RECOMPUTE_FROM_LENGTH,

@@ -261,10 +261,18 @@ def peers_present(left_out: str) -> bool:
 
 
 def resolve_hub_handle() -> bool:
-  """Sets an unset `--hub_handle` to the embedded default base; returns whether it was unset."""
+  """Sets an unset `--hub_handle` to the embedded default base; returns whether it was unset.
+  Resolved once, in the parent, so that every child measures the encoder the record names."""
   default_base = flags.FLAGS.hub_handle is None
   flags.FLAGS.hub_handle = flags.FLAGS.hub_handle or keras_adapters.default_hub_handle()
   return default_base
+
+
+def resolve_preprocess_handle() -> None:
+  """Sets an unset `--preprocess_handle` to the embedded default base's, as
+  `resolve_hub_handle` does the encoder."""
+  flags.FLAGS.preprocess_handle = (flags.FLAGS.preprocess_handle
+                                   or keras_adapters.default_preprocess_handle())
 
 
 def peer_env(**extra: str) -> Dict[str, str]:

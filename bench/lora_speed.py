@@ -351,9 +351,8 @@ def main(argv):
             "its README), or point --peer_dir / --peer_python at it.")
       return
   # Resolved once here, so that every child measures the same encoder.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
-  FLAGS.preprocess_handle = (FLAGS.preprocess_handle
-                             or keras_adapters.default_preprocess_handle())
+  harness.resolve_hub_handle()
+  harness.resolve_preprocess_handle()
   load_before = os.getloadavg()
   FLAGS.work_dir = tempfile.mkdtemp(prefix="lora_speed_")
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}

@@ -487,7 +487,7 @@ def _only_task_scaling():
   if os.path.exists(FLAGS.output):
     with open(FLAGS.output, encoding="utf-8") as f:
       record = json.load(f)
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  harness.resolve_hub_handle()
   temporary = FLAGS.work_dir is None
   FLAGS.work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="multitask_serving_")
   load_before = os.getloadavg()
@@ -529,7 +529,7 @@ def main(argv):
         "`python experiments/run_classification.py` (it writes "
         "runs/classification/export/adapters), pass --artifact, or --noadapter_drop.")
   # Resolved once here, so that every child measures the same encoder.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  harness.resolve_hub_handle()
   temporary = FLAGS.work_dir is None
   FLAGS.work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="multitask_serving_")
   try:

@@ -82,7 +82,7 @@ def main(argv):
   if FLAGS.child:
     harness.report_to_parent(_profile(FLAGS.child))
     return
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
+  harness.resolve_hub_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
   setups = {}
   for setup in _SETUPS:

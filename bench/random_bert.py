@@ -34,6 +34,12 @@ def export_dir(shape: str, work_dir: str) -> str:
   return os.path.join(work_dir, "encoders", shape)
 
 
+def handle(base: str, default_handle: str, work_dir: str) -> str:
+  """The encoder of `base` (of `BASES`): `default_handle` for "default", else the export of
+  that shape under `work_dir`, written first if it is not there yet."""
+  return default_handle if base == "default" else ensure_export(base, work_dir)
+
+
 def ensure_export(shape: str, work_dir: str) -> str:
   """The export of `shape` under `work_dir`, written first if it is not there yet."""
   path = export_dir(shape, work_dir)

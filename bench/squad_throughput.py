@@ -185,9 +185,8 @@ def main(argv):
                              else _measure_tuning(FLAGS.child))
     return
   # Resolved once here, so that every child measures the same models and files.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
-  FLAGS.preprocess_handle = (FLAGS.preprocess_handle
-                             or keras_adapters.default_preprocess_handle())
+  harness.resolve_hub_handle()
+  harness.resolve_preprocess_handle()
   FLAGS.train_file = FLAGS.train_file or squad.builtin_squad_file("train")
   FLAGS.predict_file = FLAGS.predict_file or squad.builtin_squad_file("dev")
   FLAGS.feature_cache_dir = tempfile.mkdtemp(prefix="squad_throughput_")

@@ -145,9 +145,8 @@ def main(argv):
     harness.report_to_parent(_measure(tuning, padding))
     return
   # Resolved once here, so that every child measures the same models.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
-  FLAGS.preprocess_handle = (FLAGS.preprocess_handle
-                             or keras_adapters.default_preprocess_handle())
+  harness.resolve_hub_handle()
+  harness.resolve_preprocess_handle()
   forwarded = {name: FLAGS[name].value for name in _FORWARDED_FLAGS}
 
   def measure(tuning, padding):

@@ -507,9 +507,8 @@ def main(argv):
           "its README), or point --peer_dir / --peer_python at it.")
     return
   # Resolved once here, so that every child measures the same encoder.
-  FLAGS.hub_handle = FLAGS.hub_handle or keras_adapters.default_hub_handle()
-  FLAGS.preprocess_handle = (FLAGS.preprocess_handle
-                             or keras_adapters.default_preprocess_handle())
+  harness.resolve_hub_handle()
+  harness.resolve_preprocess_handle()
   forwarded = {name: FLAGS[name].value for name in
                ("steps", "infer_steps", "warmup_steps", "peer_dir", "hub_handle")}
   rounds, peer_reported = [], {}
