@@ -10,8 +10,8 @@ import tensorflow as tf
 from keras_adapters import keras3 as kak
 from keras_adapters.keras3 import layers
 from keras_adapters.keras3 import testing
+from keras_adapters.hub import default_model
 from keras_adapters.hub import testing as hub_testing
-from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import errors
 
 
@@ -97,15 +97,18 @@ class EncoderAndConversionMistakesTest(tf.test.TestCase):
     self.assert_one_line(r"No TF Hub BERT encoder at .*: it is not a folder holding a "
                          r"SavedModel", kak.from_tf_hub, self.get_temp_dir())
 
+  # The embedded default's folders, found in this process (which has Keras 2 already): what
+  # `tf_hub.local_folder(None, ...)` prints from a fresh Python, about 8 CPU seconds each,
+  # which `tf_hub_bert_test` and `tokenizer_test` run for the Keras 3 path of `None`.
   def test_from_tf_hub_refuses_a_preprocessing_model(self):
     self.assert_one_line(r"is a BERT preprocessing model, not an encoder: pass it to "
                          r"kak.tokenizer_from_tf_hub", kak.from_tf_hub,
-                         tf_hub.local_folder(None, "preprocess"))
+                         default_model.default_preprocess_handle())
 
   def test_tokenizer_from_tf_hub_refuses_an_encoder(self):
     self.assert_one_line(r"is not a TF Hub BERT preprocessing model \(it has no tokenize "
                          r"and bert_pack_inputs\)", kak.tokenizer_from_tf_hub,
-                         tf_hub.local_folder(None, "hub"))
+                         default_model.default_hub_handle())
 
   def test_tokenizer_from_tf_hub_refuses_a_vocabulary_without_a_mask_token(self):
     self.assert_one_line(r"has no '\[MASK\]' token, which keras-hub's BertTokenizer requires",

@@ -1,6 +1,7 @@
 """Tests of the Keras 3 runner: a run on the tiny TF Hub base (TensorFlow, in this process),
 data parallel JAX on two host devices against one (subprocesses), bfloat16, and refusals."""
 
+import functools
 import json
 import os
 import shutil
@@ -22,6 +23,13 @@ from keras_adapters.keras3 import training_testing
 from keras_adapters.tasks import testing as task_testing
 from keras_adapters.training import optimization
 from keras_adapters.utils import errors
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_preprocessor():
+  """The tiny preprocessing model as a keras-hub preprocessor, restored from its SavedModel
+  once for the tests that tokenize with it (`training.tokenize` only calls it)."""
+  return kak.preprocessor_from_tf_hub(training_testing.tiny_handles()[1])
 
 
 def _config(**settings):
@@ -207,9 +215,8 @@ class RefusalTest(tf.test.TestCase):
 class TokenizeTest(tf.test.TestCase):
 
   def test_pairs_of_texts_are_packed_as_two_segments(self):
-    _, preprocess_handle = training_testing.tiny_handles()
     pairs = examples_lib.TextExamples(ids=["a"], texts=(["w1 w2"], ["w3"]))
-    features = training.tokenize(kak.preprocessor_from_tf_hub(preprocess_handle), pairs)
+    features = training.tokenize(_tiny_preprocessor(), pairs)
     self.assertEqual(features["segment_ids"][0, :6].tolist(), [0, 0, 0, 0, 1, 1])
     self.assertEqual(features["padding_mask"][0].sum(), 6)
 
@@ -280,8 +287,7 @@ class RunTaskTest(tf.test.TestCase):
     loaded = kak.load_task_model(os.path.join(self.export_dir, "adapters"),
                                  kak.from_tf_hub(self.hub_handle))
     self.assertEqual(loaded.head_config["label_names"], task_testing.LABEL_NAMES)
-    preprocessor = kak.preprocessor_from_tf_hub(self.preprocess_handle)
-    features = training.tokenize(preprocessor, self.splits["unlabelled"])
+    features = training.tokenize(_tiny_preprocessor(), self.splits["unlabelled"])
     self.assertEqual(np.argmax(training.predict(loaded, features), -1).tolist(), predicted)
     served = tf.saved_model.load(os.path.join(self.export_dir, "saved_model")).signatures[
         "serving_default"](text=tf.constant(list(self.splits["unlabelled"].texts[0])))
