@@ -7,7 +7,7 @@ Section 3.5). Here, in two resumable grids of runs (`core.grid`):
 1. **Search**, never on the dev set: each point trains on a seeded subset of the training
    file and is scored on held-out training questions (`SquadConfig.holdout_questions`).
    Adapters (m=64 and m=256) over epochs {1, 2, 3} and rates 1e-3 to 5e-3, LoRA (r=8,
-   peft's default, and 16) over the same epochs and rates 1e-3 to 1e-2; full fine-tuning over
+   peft's default, and 16) over the same epochs and rates 1e-3 to 2e-2; full fine-tuning over
    epochs {1, 2} and rates 5e-5 to 1e-3.
 2. **Selected**: each method's best point by held-out F1 within its parameter budget (adapters
    and LoRA: at most `PARAMETER_BUDGET_PERCENT` of the base, so m=256 on this 384-wide base is
@@ -38,7 +38,8 @@ SEARCH = dict(
     adapters=dict(adapter_size=(64, 256), learning_rate=(1e-3, 2e-3, 5e-3),
                   epochs=(1.0, 2.0, 3.0)),
     full=dict(learning_rate=(5e-5, 1e-4, 3e-4, 5e-4, 1e-3), epochs=(1.0, 2.0)),
-    lora=dict(lora_r=(8, 16), learning_rate=(1e-3, 2e-3, 5e-3, 1e-2), epochs=(1.0, 2.0, 3.0)))
+    lora=dict(lora_r=(8, 16), learning_rate=(1e-3, 2e-3, 5e-3, 1e-2, 2e-2),
+              epochs=(1.0, 2.0, 3.0)))
 # Questions each search point trains on, and the held-out training questions it is scored
 # on (about 2,000 windows, a tenth of the final budget, and 1,000 questions).
 SEARCH_TRAIN_QUESTIONS = 2000

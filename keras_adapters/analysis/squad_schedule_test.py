@@ -64,7 +64,7 @@ class SquadScheduleTest(tf.test.TestCase):
 
   def test_the_grid_is_the_issue_s(self):
     keys = [point.key for point in squad_schedule.search_points(self.config, 6)]
-    self.assertLen(keys, 2 * 3 * 3 + 5 * 2 + 2 * 4 * 3)
+    self.assertLen(keys, 2 * 3 * 3 + 5 * 2 + 2 * 5 * 3)
     self.assertIn("adapters-m256-lr0.001-e3", keys)
     self.assertIn("full-lr5e-05-e2", keys)
     self.assertIn("lora-r8-lr0.002-e1", keys)
@@ -72,6 +72,7 @@ class SquadScheduleTest(tf.test.TestCase):
     self.assertIn("full-lr0.0003-e1", keys)
     self.assertIn("full-lr0.001-e2", keys)
     self.assertIn("lora-r16-lr0.01-e3", keys)
+    self.assertIn("lora-r16-lr0.02-e3", keys)
 
   def test_search_scores_held_out_training_questions_and_resumes_after_a_stop(self):
     with self.assertRaises(KeyboardInterrupt):
@@ -80,14 +81,14 @@ class SquadScheduleTest(tf.test.TestCase):
     self.assertLen(recorded["points"], 5)
     runs = FakeRuns()
     search = self._search(runs)
-    self.assertLen(runs.calls, 52 - 5)
+    self.assertLen(runs.calls, 58 - 5)
     for _, squad_config, dev, export_dir in runs.calls:
       self.assertIs(dev, self.train)  # Never the dev set.
       self.assertEqual((squad_config.max_train_examples, squad_config.holdout_questions),
                        (squad_schedule.SEARCH_TRAIN_QUESTIONS,
                         squad_schedule.HOLDOUT_QUESTIONS))
       self.assertIsNone(export_dir)
-    self.assertLen(search, 52)
+    self.assertLen(search, 58)
     self.assertEqual((search["lora-r8-lr0.001-e2"]["method"],
                       search["lora-r8-lr0.001-e2"]["lora_r"]), ("lora", 8))
     self.assertEmpty(FakeRuns().calls)
