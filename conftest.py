@@ -45,6 +45,8 @@ if "KERAS_ADAPTERS_TEST_CACHE" not in os.environ:
 import keras_adapters  # pylint: disable=g-import-not-at-top,unused-import
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from keras_adapters.utils import warm_python  # pylint: disable=g-import-not-at-top
+
 _cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     _cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -59,3 +61,10 @@ def pytest_collection_modifyitems(config, items):
   """Drops `tf.test.TestCase.test_session`, a deprecated context manager, not a test."""
   del config
   items[:] = [item for item in items if item.name != "test_session"]
+
+
+def pytest_configure(config):
+  """Starts the warm Python the tests' scripts fork from (`keras_adapters.utils.warm_python`)
+  in each process that runs tests: not in pytest-xdist's controller, which runs none."""
+  if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+    warm_python.start()

@@ -3,9 +3,9 @@
 import json
 import os
 import subprocess
-import sys
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accelerator_proxies.py")
 
@@ -13,9 +13,9 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accelerator_
 def test_times_every_setup_in_turns_against_float32(tmp_path):
   output = tmp_path / "accelerator_proxies.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--steps=2",
+      warm_python.command(_SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--steps=2",
        "--warmup_steps=1", "--batch_size=2", "--seq_length=16", f"--output={output}",
-       "--nochild_processes"],
+       "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-3000:]
   record = json.loads(output.read_text())

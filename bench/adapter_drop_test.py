@@ -3,16 +3,16 @@
 import json
 import os
 import subprocess
-import sys
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 _HIDDEN = 16
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, os.path.join(_BENCH, "adapter_drop.py"), *flags],
+  return subprocess.run(warm_python.command(os.path.join(_BENCH, "adapter_drop.py"), *flags),
                         capture_output=True, text=True, check=False)
 
 

@@ -4,11 +4,11 @@ it runs, compares and records."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attention_recompute.py")
 
@@ -17,9 +17,9 @@ def test_tiny_run_measures_both_settings_and_records_their_ratios(tmp_path):
   # Full fine-tuning, the method whose weights all train: the adapters' rows are the same code.
   output = tmp_path / "recompute.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--bases=default",
+      warm_python.command(_SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--bases=default",
        "--shapes=2x16", "--methods=full", "--rounds=1", "--steps=1", "--warmup_steps=0",
-       f"--output={output}"],
+       f"--output={output}"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   (comparison,) = json.loads(output.read_text())["comparisons"]
@@ -38,8 +38,8 @@ def refused(tmp_path_factory):
   """The script given every kind of bad flag in one command: one TensorFlow start for the
   refusal tests, each of which reads the part it checks."""
   output = tmp_path_factory.mktemp("refused") / "x.json"
-  process = subprocess.run([sys.executable, _SCRIPT, "--bases=huge", "--methods=prefix",
-                            "--shapes=8by512", f"--output={output}"],
+  process = subprocess.run(warm_python.command(_SCRIPT, "--bases=huge", "--methods=prefix",
+                            "--shapes=8by512", f"--output={output}"),
                            capture_output=True, text=True, check=False)
   return process, output
 

@@ -3,7 +3,8 @@
 import json
 import os
 import subprocess
-import sys
+
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_parity.py")
 
@@ -11,7 +12,7 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_parity.p
 def test_reports_parity_of_a_genuine_export(tmp_path):
   output = tmp_path / "hub_parity.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, "--encoders=legacy_relu_embedding_width", f"--output={output}"],
+      warm_python.command(_SCRIPT, "--encoders=legacy_relu_embedding_width", f"--output={output}"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-3000:]
   record = json.loads(output.read_text())

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 _PEER_MS = 100.0
@@ -41,10 +42,10 @@ def test_tiny_run_times_every_stack_and_records_the_ratios(tmp_path):
   python = _fake_peer(peer_dir)
   output = tmp_path / "keras3_speed.json"
   process = subprocess.run(
-      [sys.executable, os.path.join(_BENCH, "keras3_speed.py"),
+      warm_python.command(os.path.join(_BENCH, "keras3_speed.py"),
        f"--hub_handle={testing.tiny_hub_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"],
+       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())

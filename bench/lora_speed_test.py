@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lora_speed.py")
 _PEER_MS = {"adapterhub": 300.0, "peft": 200.0}
@@ -49,11 +50,11 @@ def test_tiny_run_times_every_setup_and_records_ratios_and_differences(tmp_path)
   python = _fake_peers(peer_dir, testing.TINY_CONFIG["vocab_size"])
   output = tmp_path / "result.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={hub_handle}",
+      warm_python.command(_SCRIPT, f"--hub_handle={hub_handle}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
        "--infer_steps=1", "--warmup_steps=0", "--seq_length=16", "--precision=bfloat16",
-       "--nochild_processes"],
+       "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
@@ -90,7 +91,7 @@ def test_tiny_run_times_every_setup_and_records_ratios_and_differences(tmp_path)
 def test_without_the_peers_it_says_so_and_writes_nothing(tmp_path):
   output = tmp_path / "result.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--peer_python={tmp_path / 'missing'}",
-       f"--output={output}"], capture_output=True, text=True, check=False)
+      warm_python.command(_SCRIPT, f"--peer_python={tmp_path / 'missing'}",
+       f"--output={output}"), capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   assert "Skipped" in process.stdout and not output.exists()

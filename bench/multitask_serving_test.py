@@ -8,10 +8,10 @@ SavedModels'; the task-scaling section, run alone, for being added to an earlier
 import json
 import os
 import subprocess
-import sys
 
 from keras_adapters.hub import testing
 from keras_adapters.models import testing as model_testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multitask_serving.py")
 
@@ -24,11 +24,11 @@ def test_tiny_run_measures_every_layout_and_adapter_drop(tmp_path):
       label_names=["negative", "neutral", "positive"])
   output = tmp_path / "result.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={hub_handle}",
+      warm_python.command(_SCRIPT, f"--hub_handle={hub_handle}",
        f"--preprocess_handle={preprocess_handle}", f"--artifact={artifact}",
        f"--output={output}", f"--work_dir={tmp_path / 'work'}", "--num_tasks=2",
        "--batch_size=7", "--seq_length=16", "--steps=1", "--warmup_steps=0",
-       "--max_test_examples=10", "--scaling_methods=", "--nochild_processes"],
+       "--max_test_examples=10", "--scaling_methods=", "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
@@ -58,10 +58,10 @@ def test_task_scaling_alone_is_added_to_the_record_keeping_its_other_keys(tmp_pa
   output.write_text(json.dumps(dict(benchmark="multitask_serving", sizes=dict(multitask_bytes=1),
                                     provenance=dict(command="earlier"))))
   process = subprocess.run(
-      [sys.executable, _SCRIPT, "--only_task_scaling", f"--hub_handle={hub_handle}",
+      warm_python.command(_SCRIPT, "--only_task_scaling", f"--hub_handle={hub_handle}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--output={output}",
        "--scaling_methods=lora", "--scaling_num_tasks=1,2", "--scaling_distinct_tasks=1",
-       "--scaling_batch_size=5", "--seq_length=16", "--steps=1", "--warmup_steps=0"],
+       "--scaling_batch_size=5", "--seq_length=16", "--steps=1", "--warmup_steps=0"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())

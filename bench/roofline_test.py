@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 import matmul_rate
 
@@ -61,10 +62,10 @@ def test_tiny_run_records_every_row_fraction_and_target(tmp_path):
   python = _fake_peers(peer_dir)
   output = tmp_path / "roofline.json"
   process = subprocess.run(
-      [sys.executable, os.path.join(_BENCH, "roofline.py"),
+      warm_python.command(os.path.join(_BENCH, "roofline.py"),
        f"--hub_handle={testing.tiny_hub_handle()}", f"--peer_dir={peer_dir}",
        f"--peer_python={python}", f"--output={output}", "--rounds=1", "--steps=1",
-       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"],
+       "--warmup_steps=0", "--batch_size=2", "--seq_length=8", "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale.py")
 _THEIR_STEP_MS = 500.0
@@ -43,12 +44,12 @@ def _key(row):
 
 
 def _run(tmp_path, *extra):
-  command = [sys.executable, _SCRIPT, "--shapes=default", "--seq_lengths=128",
+  command = warm_python.command(_SCRIPT, "--shapes=default", "--seq_lengths=128",
              f"--hub_handle={testing.tiny_hub_encoder(max_sequence_length=128)}",
              f"--preprocess_handle={testing.tiny_preprocess_handle()}",
              f"--peer_python={_fake_adapterhub(tmp_path)}", f"--work_dir={tmp_path / 'work'}",
              f"--output={tmp_path / 'scale.json'}", "--steps=1", "--warmup_steps=0",
-             "--infer_steps=1", "--distinct_tasks=1", "--nochild_processes", *extra]
+             "--infer_steps=1", "--distinct_tasks=1", "--nochild_processes", *extra)
   process = subprocess.run(command, capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   return process.stdout, json.loads((tmp_path / "scale.json").read_text())
@@ -142,9 +143,9 @@ def test_full_fine_tuning_peaks_are_checked_against_adapterhubs():
 
 def test_bad_flags_are_refused_in_one_line(tmp_path):
   # Every mistake in one command (one TensorFlow start): the refusal names each, on one line.
-  process = subprocess.run([sys.executable, _SCRIPT, "--shapes=huge", "--seq_lengths=256",
+  process = subprocess.run(warm_python.command(_SCRIPT, "--shapes=huge", "--seq_lengths=256",
                             "--remeasure_before=yesterday", f"--output={tmp_path / 'x.json'}",
-                            "--libraries=keras_adapters"],
+                            "--libraries=keras_adapters"),
                            capture_output=True, text=True, check=False)
   assert process.returncode != 0
   assert any("--shapes takes default, base, large" in line

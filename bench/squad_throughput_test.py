@@ -3,10 +3,10 @@
 import json
 import os
 import subprocess
-import sys
 
 from keras_adapters.hub import testing
 from keras_adapters.data import squad_testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "squad_throughput.py")
 
@@ -16,11 +16,11 @@ def test_reports_feature_building_and_both_tunings(tmp_path):
   predict_file = squad_testing.write_tiny_squad(str(tmp_path / "dev.json"), seed=1)
   output = tmp_path / "squad_throughput.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}",
+      warm_python.command(_SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}",
        f"--preprocess_handle={testing.tiny_preprocess_handle()}", f"--train_file={train_file}",
        f"--predict_file={predict_file}", "--seq_length=32", "--max_query_length=4",
        "--doc_stride=8", "--batch_size=2", "--eval_batch_size=3", "--steps=2",
-       "--warmup_steps=1", f"--output={output}", "--nochild_processes"],
+       "--warmup_steps=1", f"--output={output}", "--nochild_processes"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-3000:]
   record = json.loads(output.read_text())

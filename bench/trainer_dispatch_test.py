@@ -4,10 +4,10 @@ runs, compares and records."""
 import json
 import os
 import subprocess
-import sys
 
 from keras_adapters.hub import testing
 from keras_adapters.utils import provenance
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer_dispatch.py")
 
@@ -15,8 +15,8 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer_disp
 def test_tiny_run_records_both_loops_and_their_ratio(tmp_path):
   output = tmp_path / "dispatch.json"
   process = subprocess.run(
-      [sys.executable, _SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--steps=2",
-       "--warmup_steps=1", "--rounds=1", "--log_every_steps=1", f"--output={output}"],
+      warm_python.command(_SCRIPT, f"--hub_handle={testing.tiny_hub_handle()}", "--steps=2",
+       "--warmup_steps=1", "--rounds=1", "--log_every_steps=1", f"--output={output}"),
       capture_output=True, text=True, check=False)
   assert process.returncode == 0, process.stderr[-4000:]
   record = json.loads(output.read_text())
@@ -34,8 +34,8 @@ def test_tiny_run_records_both_loops_and_their_ratio(tmp_path):
 
 
 def test_steps_off_the_log_interval_are_refused_in_one_line(tmp_path):
-  process = subprocess.run([sys.executable, _SCRIPT, "--steps=150", "--log_every_steps=100",
-                            f"--output={tmp_path / 'x.json'}"],
+  process = subprocess.run(warm_python.command(_SCRIPT, "--steps=150", "--log_every_steps=100",
+                            f"--output={tmp_path / 'x.json'}"),
                            capture_output=True, text=True, check=False)
   assert process.returncode != 0
   assert ("--steps=150 is not a multiple of --log_every_steps=100: the Trainer is timed by "

@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versus_adapterhub.py")
 _RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
@@ -80,7 +81,7 @@ def _fake_harness(folder, vocab_size):
 
 
 def _run(*flags):
-  return subprocess.run([sys.executable, _SCRIPT, *flags], capture_output=True, text=True,
+  return subprocess.run(warm_python.command(_SCRIPT, *flags), capture_output=True, text=True,
                         check=False)
 
 

@@ -73,6 +73,7 @@ from keras_adapters.training import distribution
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -263,7 +264,7 @@ class Workspace:
   def cli(self, script: str, *args: str) -> subprocess.CompletedProcess:
     """Runs an experiments/ script as a user's shell does."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, os.path.join("experiments", script), *args],
+    return subprocess.run(warm_python.command(os.path.join("experiments", script), *args),
                           cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
 
   def classify(self, model_dir: str, *args: str, data_path: Optional[str] = None,

@@ -13,13 +13,14 @@ import concurrent.futures
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
 from absl.testing import parameterized
 import tensorflow as tf
 
 import bad_input_cases
+
+from keras_adapters.utils import warm_python
 
 _CASES = bad_input_cases.cases()
 
@@ -95,7 +96,7 @@ class BadInputsTest(tf.test.TestCase):
         bad_input_cases.Case("8 messages", "library error", lambda ws: int(ws),
                         bad_input_cases.expect_error(ValueError, "invalid literal")),
         bad_input_cases.Case("7 CLI errors", "cli error", lambda ws: subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=False),
+            warm_python.command("-c", script), capture_output=True, text=True, check=False),
                         bad_input_cases.expect_cli_error(2, "--seeds=abc"), cli=True),
         bad_input_cases.Case("1 reruns", "silent success", lambda ws: 42,
                         bad_input_cases.expect_error(ValueError, "anything")),

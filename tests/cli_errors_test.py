@@ -25,6 +25,7 @@ from keras_adapters.data import examples as examples_lib
 from keras_adapters.data import text_classification
 from keras_adapters.tasks import testing
 from keras_adapters.utils import errors
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Scripts whose main fails inside a library (numpy) or Python, as a bug of this project would.
@@ -37,7 +38,7 @@ def _run(script, *args, **env_overrides):
   # As a user's shell runs it: without the test process's TensorFlow log level.
   env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
   env.update(env_overrides)
-  command = ([sys.executable, os.path.join("experiments", script)] if script.endswith(".py")
+  command = (warm_python.command(os.path.join("experiments", script)) if script.endswith(".py")
              else [sys.executable, "-c", script])
   return subprocess.run([*command, *args], cwd=_REPO_ROOT, capture_output=True, text=True,
                         check=False, env=env)

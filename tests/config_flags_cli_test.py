@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 from absl import flags
 from absl.testing import flagsaver
@@ -26,6 +25,7 @@ from keras_adapters.data import squad_testing
 from keras_adapters.hub import testing
 from keras_adapters.models import adapter_config
 from keras_adapters.utils import settings
+from keras_adapters.utils import warm_python
 
 _SEQ_LENGTH = 12
 
@@ -215,7 +215,7 @@ class EveryTrainingScriptCliTest(tf.test.TestCase):
 
   @staticmethod
   def _run(argv):
-    return subprocess.run([sys.executable, os.path.join("experiments", argv[0]), *argv[1:]],
+    return subprocess.run(warm_python.command(os.path.join("experiments", argv[0]), *argv[1:]),
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           capture_output=True, text=True, check=False,
                           env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))

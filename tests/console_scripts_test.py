@@ -14,6 +14,8 @@ from unittest import mock
 from absl import flags
 import tensorflow as tf
 
+from keras_adapters.utils import warm_python
+
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CLI_DIR = os.path.join(_REPO_ROOT, "keras_adapters", "cli")
 
@@ -61,7 +63,7 @@ print(json.dumps(found))
 
 
 def _run(command, **kwargs):
-  return subprocess.run([sys.executable, *command], cwd=_REPO_ROOT, capture_output=True,
+  return subprocess.run(warm_python.command(*command), cwd=_REPO_ROOT, capture_output=True,
                         text=True, check=False, **kwargs)
 
 

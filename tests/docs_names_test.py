@@ -14,10 +14,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from typing import Iterable, List
 
 import tensorflow as tf
+
+from keras_adapters.utils import warm_python
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PAGES = ["README.md"] + sorted(
@@ -55,7 +56,7 @@ def defined_flags() -> List[str]:
   """The flags the scripts define, from a subprocess that loads them all (tests/docs_test.py
   loads scripts the same way to parse the docs' commands)."""
   loaded = subprocess.run(
-      [sys.executable, os.path.join(_REPO, "tests", "docs_test.py"), "--defined_flags"],
+      warm_python.command(os.path.join(_REPO, "tests", "docs_test.py"), "--defined_flags"),
       input=json.dumps(script_paths()), capture_output=True, text=True, cwd=_REPO,
       env=dict(os.environ, TF_USE_LEGACY_KERAS="1"), check=False)
   if loaded.returncode:

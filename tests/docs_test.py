@@ -32,6 +32,8 @@ from unittest import mock
 
 import tensorflow as tf
 
+from keras_adapters.utils import warm_python
+
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PAGES = ["README.md"] + sorted(
     os.path.relpath(path, _REPO)
@@ -283,7 +285,7 @@ class DocsTest(tf.test.TestCase):
     self.assertGreaterEqual(len(commands), 20)
     refused = [["experiments/snli_as_mnli.py", "--glue_dir=x", "--no_such_flag"],
                ["experiments/convert_adapterhub.py", "--layer_norms=maybe"]]
-    parsed = subprocess.run([sys.executable, __file__, "--parse_commands"],
+    parsed = subprocess.run(warm_python.command(__file__, "--parse_commands"),
                             input=json.dumps(commands + refused), capture_output=True,
                             text=True, cwd=_REPO, check=False)
     self.assertEqual(parsed.returncode, 0, parsed.stderr[-3000:])

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from experiments import run_classification
 from keras_adapters.hub import testing
+from keras_adapters.utils import warm_python
 
 FLAGS = flags.FLAGS
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,7 +66,7 @@ def _write_csv(path, columns, labels, words, count=24):
 
 
 def _run(args):
-  return subprocess.run([sys.executable] + args, capture_output=True, text=True, check=False,
+  return subprocess.run(warm_python.command(*args), capture_output=True, text=True, check=False,
                         cwd=_ROOT)
 
 

@@ -9,7 +9,6 @@ clash with run_classification's here)."""
 import json
 import os
 import subprocess
-import sys
 from unittest import mock
 
 import tensorflow as tf
@@ -22,6 +21,7 @@ from keras_adapters.data import glue
 from keras_adapters.data import glue_testing
 from keras_adapters.keras3 import checkpoints
 from keras_adapters.keras3 import training_testing
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A child that runs, for each script of argv[1] (JSON: script → command lines), its `main` on
@@ -88,9 +88,9 @@ class Keras3CliTest(tf.test.TestCase):
     model_dir = self.create_tempdir().full_path
     # Ten epochs of compiled steps (100) after the first checkpoint: time for the signal to
     # land before training ends when the cores are busy.
-    command = [sys.executable, "-m", "keras_adapters.cli.run_classification",
+    command = warm_python.command("-m", "keras_adapters.cli.run_classification",
                *self._argv(model_dir, "--backend=jax", "--adapter_size=4", "--epochs=10",
-                           "--batch_size=2", "--checkpoint_every_steps=1")[1:]]
+                           "--batch_size=2", "--checkpoint_every_steps=1")[1:])
     environ = _environ(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     checkpoint = os.path.join(model_dir, checkpoints.CHECKPOINT_FILE)
     self.assertRegex(
@@ -154,12 +154,12 @@ class Keras3GlueTest(tf.test.TestCase):
     for task in ("mrpc", "stsb"):
       glue_testing.write_tiny_glue(data_dir, task, num_examples=8)
     hub_handle, preprocess_handle = training_testing.tiny_handles()
-    command = [sys.executable, os.path.join("experiments", "run_glue.py"), "--keras=3",
+    command = warm_python.command(os.path.join("experiments", "run_glue.py"), "--keras=3",
                "--task=mrpc,stsb", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
                f"--export_dir={export_dir}", f"--hub_handle={hub_handle}",
                f"--preprocess_handle={preprocess_handle}",
                f"--max_seq_length={training_testing.SEQ_LENGTH}", "--adapter_size=4",
-               "--epochs=20", "--batch_size=2", "--checkpoint_every_steps=1"]
+               "--epochs=20", "--batch_size=2", "--checkpoint_every_steps=1")
     checkpoint = os.path.join(model_dir, "mrpc", "run", checkpoints.CHECKPOINT_FILE)
     self.assertRegex(
         interruption_testing.stopped_by_sigterm(self, command, checkpoint, timeout=600,
@@ -202,7 +202,7 @@ class Keras3GlueTest(tf.test.TestCase):
         "run_squad": [["run_squad", "--keras=3", f"--model_dir={model_dir}"]],
         "run_automl": [["run_automl", "--keras=3", f"--model_dir={model_dir}"]],
     }
-    result = subprocess.run([sys.executable, "-c", _REFUSALS, json.dumps(argvs)],
+    result = subprocess.run(warm_python.command("-c", _REFUSALS, json.dumps(argvs)),
                             cwd=_REPO_ROOT, env=_environ(), capture_output=True, text=True,
                             timeout=600, check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])

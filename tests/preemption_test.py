@@ -11,7 +11,6 @@ import contextlib
 import io
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -24,6 +23,7 @@ from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.training import trainer
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUM_STEPS = 120
@@ -72,7 +72,7 @@ class PreemptionTest(tf.test.TestCase):
             f"sys.path[:0] = [{_REPO_ROOT!r}, {os.path.dirname(os.path.abspath(__file__))!r}]; "
             "import preemption_test; preemption_test._child_main(sys.argv[1], sys.argv[2])")
     message = interruption_testing.stopped_by_sigterm(
-        self, [sys.executable, "-c", code, handle, model_dir],
+        self, warm_python.command("-c", code, handle, model_dir),
         os.path.join(model_dir, f"ckpt-{_CHECKPOINT_EVERY_STEPS}.index"), timeout=120,
         cwd=_REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     step = int(os.path.basename(tf.train.latest_checkpoint(model_dir)).split("-")[1])

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import tensorflow as tf
 
@@ -21,13 +20,14 @@ from keras_adapters.analysis import suite
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.tasks import testing
 from keras_adapters.training import trainer
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args):
   env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-  return subprocess.run([sys.executable, os.path.join("experiments", "run_analysis.py"), *args],
+  return subprocess.run(warm_python.command(os.path.join("experiments", "run_analysis.py"), *args),
                         cwd=_REPO_ROOT, capture_output=True, text=True, check=False, env=env)
 
 
@@ -44,7 +44,7 @@ print(json.dumps([testing.cli_error(run_analysis.main, ["run_analysis.py", *args
 
 def _cli_errors(cases):
   """(exit status, lines) of each case's refusal by `run_analysis.main`, all in one process."""
-  result = subprocess.run([sys.executable, "-c", _CLI_ERRORS], input=json.dumps(cases),
+  result = subprocess.run(warm_python.command("-c", _CLI_ERRORS), input=json.dumps(cases),
                           cwd=_REPO_ROOT, capture_output=True, text=True, check=True)
   return [(status, lines) for status, lines in json.loads(result.stdout.splitlines()[-1])]
 

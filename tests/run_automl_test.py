@@ -10,12 +10,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import tensorflow as tf
 
 from keras_adapters.baselines import testing
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_REPO_ROOT, "experiments", "run_automl.py")
@@ -49,7 +49,7 @@ class RunAutomlTest(tf.test.TestCase):
 
   def _start(self, *extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.Popen([sys.executable, _SCRIPT, *self.argv, *extra], cwd=_REPO_ROOT,
+    return subprocess.Popen(warm_python.command(_SCRIPT, *self.argv, *extra), cwd=_REPO_ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -20,6 +19,7 @@ from keras_adapters.data import glue
 from keras_adapters.data import glue_submission
 from keras_adapters.data import glue_testing
 from keras_adapters.analysis import sweep
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_REPO_ROOT, "experiments", "run_glue.py")
@@ -50,7 +50,7 @@ _EXPECTED_SUBMISSION = {
 
 def _run_script(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, _SCRIPT, *args], cwd=_REPO_ROOT, env=env,
+  return subprocess.run(warm_python.command(_SCRIPT, *args), cwd=_REPO_ROOT, env=env,
                         capture_output=True, text=True, check=False)
 
 

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import tensorflow as tf
@@ -19,6 +18,7 @@ from keras_adapters.hub import testing
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
 from keras_adapters.data import squad_testing
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = os.path.join(_REPO_ROOT, "experiments", "run_squad.py")
@@ -31,7 +31,7 @@ _QUICK_FLAGS = ("--max_seq_length=32", "--doc_stride=8", "--max_query_length=4",
 
 def _run_script(*args):
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, _SCRIPT, *args], cwd=_REPO_ROOT, env=env,
+  return subprocess.run(warm_python.command(_SCRIPT, *args), cwd=_REPO_ROOT, env=env,
                         capture_output=True, text=True, check=False)
 
 

@@ -7,13 +7,13 @@ tiny files. What it writes is what `run_glue.py --task=mnli --data_dir=...` read
 
 import os
 import subprocess
-import sys
 
 import tensorflow as tf
 
 from keras_adapters.data import glue
 from keras_adapters.data import snli_testing
 from keras_adapters.data import splits as splits_lib
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,7 +22,7 @@ def _run(cache, *args):
   env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
   env.update(KERAS_ADAPTERS_CACHE=cache, CUDA_VISIBLE_DEVICES="")
   return subprocess.run(
-      [sys.executable, os.path.join("experiments", "snli_as_mnli.py"), *args], cwd=_REPO_ROOT,
+      warm_python.command(os.path.join("experiments", "snli_as_mnli.py"), *args), cwd=_REPO_ROOT,
       env=env, capture_output=True, text=True, check=False)
 
 

@@ -5,13 +5,13 @@ import functools
 import json
 import os
 import subprocess
-import sys
 
 import keras
 import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from keras_adapters.utils import warm_python
 import keras_adapters as ka
 from keras_adapters import keras3 as kak
 from keras_adapters.hub import testing as hub_testing
@@ -37,7 +37,7 @@ def _subprocess_report(backend):
   code = ("import json, keras; from keras_adapters.keras3 import testing; "
           "print(json.dumps([keras.backend.backend(), testing.method_report()]))")
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+  result = subprocess.run(warm_python.command("-c", code), capture_output=True, text=True,
                           env=dict(environ, KERAS_BACKEND=backend), timeout=900, check=False)
   if result.returncode:
     raise AssertionError(result.stderr[-3000:])

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 from absl.testing import parameterized
@@ -17,6 +16,7 @@ import tensorflow as tf
 import keras
 import keras_hub
 
+from keras_adapters.utils import warm_python
 import keras_adapters as ka
 from keras_adapters import keras3 as kak
 from keras_adapters.hub import default_model
@@ -218,7 +218,7 @@ class JaxRoundTripTest(tf.test.TestCase):
 
   def test_tasks_round_trip_on_jax(self):
     environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    result = subprocess.run([sys.executable, "-c", _ROUND_TRIPS], capture_output=True,
+    result = subprocess.run(warm_python.command("-c", _ROUND_TRIPS), capture_output=True,
                             text=True, env=dict(environ, KERAS_BACKEND="jax"), timeout=600,
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])

@@ -8,7 +8,6 @@ this process stays Keras 3 only, as a Keras 3 user's does.
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 from absl.testing import parameterized
@@ -21,6 +20,7 @@ from keras_adapters import keras3 as kak
 from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import tf_hub
+from keras_adapters.utils import warm_python
 
 # Seven names, as `keras_adapters.hub.testing.MODEL_GARDEN_VARIANTS` has them.
 _VARIANTS = ("legacy_gelu_vocab", "legacy_exact_gelu_with_mlm", "legacy_relu_embedding_width",
@@ -46,7 +46,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp(dir=tf.compat.v1.test.get_temp_dir())
-    result = subprocess.run([sys.executable, "-c", _EXPORT, cls.root], capture_output=True,
+    result = subprocess.run(warm_python.command("-c", _EXPORT, cls.root), capture_output=True,
                             text=True, timeout=1800, check=False)
     if result.returncode:
       raise AssertionError(result.stderr[-3000:])
@@ -118,7 +118,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
             "[keras.ops.convert_to_numpy(o[k]).tolist() for k in "
             "('sequence_output', 'pooled_output')]))")
     environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    result = subprocess.run([sys.executable, "-c", code, handle], capture_output=True,
+    result = subprocess.run(warm_python.command("-c", code, handle), capture_output=True,
                             text=True, env=dict(environ, KERAS_BACKEND="jax"), timeout=900,
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])

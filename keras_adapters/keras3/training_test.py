@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from unittest import mock
 
 import keras
@@ -23,6 +22,7 @@ from keras_adapters.keras3 import training_testing
 from keras_adapters.tasks import testing as task_testing
 from keras_adapters.training import optimization
 from keras_adapters.utils import errors
+from keras_adapters.utils import warm_python
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,7 +97,7 @@ def _jax_run(devices, code):
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   environ.update(KERAS_BACKEND="jax",
                  XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-  return subprocess.Popen([sys.executable, "-c", code + "print(json.dumps(report))"],
+  return subprocess.Popen(warm_python.command("-c", code + "print(json.dumps(report))"),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=environ)
 

@@ -1,0 +1,340 @@
+"""A Python that has imported TensorFlow once and forks a process for each program a test runs.
+
+The tests run about a hundred programs (`experiments/*.py`, `bench/*.py`, `python -c`) in
+processes of their own, as users run them; each fresh Python spent about 4 s of CPU importing
+TensorFlow before its first line of work. `start()` starts a server that imports it once; then
+`command(*args)` is what `[sys.executable, *args]` is (`script.py ...`, `-m module ...` or
+`-c code ...`), a command for `subprocess.run` or `Popen` with any `env`, `cwd`, pipes and
+signals, whose process is a fork of that server (`warm_python_client.py` says how it stands in
+for the process).
+
+A fork is a fresh process but for what was fixed when TensorFlow loaded: the variables read
+then (oneDNN's, `TF_CPP_*`, `PYTHON*`, `TF_USE_LEGACY_KERAS`...). So a server forks only the
+runs whose environment differs from its own in variables read later (`_READ_AFTER_IMPORT`);
+the first server sends the others to a server it starts for their environment. A program that
+may set such a variable itself before TensorFlow loads (`_chosen_as_it_starts`) runs a real
+Python, and so does every run where no server answers. What TensorFlow prints as it loads
+goes to the server's log, not to the run's stderr, and the modules it loaded are there before
+the program's first line: a test of what a program prints as it starts, or of what it must
+import, runs `[sys.executable, ...]`.
+"""
+
+import atexit
+import collections
+import functools
+import json
+import os
+import random
+import runpy
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+import types
+
+from keras_adapters.utils import warm_python_client
+
+_CLIENT = os.path.abspath(warm_python_client.__file__)
+_MODULE = "keras_adapters.utils.warm_python"  # Its name, also where it runs as `__main__`.
+ADDRESS_VARIABLE = warm_python_client.ADDRESS_VARIABLE
+OFF = "off"
+# What a fork's environment may change: variables read after TensorFlow and absl load, by the
+# scripts, TensorFlow's runtime (started after the fork), Keras 3 (not loaded by the server)
+# or the tests' stand-ins and runner (pytest sets some while a test runs); and those that
+# scikit-learn (`KMP_*`) and OpenCV (`LD_LIBRARY_PATH`, for the processes it starts) set as
+# they load in a test's process, which a fork that loads them sets the same.
+_READ_AFTER_IMPORT = frozenset((
+    ADDRESS_VARIABLE, "COLUMNS", "CUDA_VISIBLE_DEVICES", "HOME", "KERAS_ADAPTERS_CACHE",
+    "KERAS_BACKEND", "KERAS_HOME", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
+    "LD_LIBRARY_PATH", "LINES", "OLDPWD", "PATH", "PEER_DATA", "PWD", "PYTEST_CURRENT_TEST",
+    "TF_CONFIG", "TMPDIR"))
+# What the server imports, keras_adapters first (it chooses TensorFlow's CPU kernels).
+_PRELOADED = ("keras_adapters", "tensorflow", "absl.app")
+# The servers a first server keeps for runs in other environments (each holds ~1 GB).
+_MAX_OTHER_SERVERS = 2
+
+
+def command(*args):
+  """`[sys.executable, *args]`, run as a fork of a server when one runs (`start`)."""
+  if os.environ.get(ADDRESS_VARIABLE, OFF) == OFF:
+    return [sys.executable, *args]
+  return [sys.executable, "-S", "-E", _CLIENT, *args]
+
+
+def start():
+  """Starts this process's server (a no-op when one runs, or when the variable is `off`: every
+  program then runs in a real Python) and names it in the environment, for the commands of
+  `command` and the processes this one starts. It stops with this process."""
+  if os.environ.get(ADDRESS_VARIABLE):
+    return
+  folder = tempfile.mkdtemp(prefix="warm_python_")
+  address = os.path.join(folder, "server")
+  os.environ[ADDRESS_VARIABLE] = address
+  server = _start_server(address, os.environ)
+  atexit.register(_stop, server, folder)
+
+
+def _start_server(address, env):
+  """A server at `address` in `env`; it ends when its standard input does: when the process
+  that started it ends, however it ends."""
+  with open(os.path.join(os.path.dirname(address), "log"), "a", encoding="utf-8") as log:
+    return subprocess.Popen([sys.executable, "-m", _MODULE, address], stdin=subprocess.PIPE,
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _stop(server, folder):
+  server.stdin.close()
+  server.wait()
+  shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Server:
+  """Forks the runs whose environment is its own but for `_READ_AFTER_IMPORT`. The first
+  server (`start`) sends each other run to a server it starts for that run's environment
+  (the last `_MAX_OTHER_SERVERS` used)."""
+
+  def __init__(self, address, started_in):
+    self.address = address
+    self.started_in = started_in
+    # What loading TensorFlow (Keras 3...) set: a fork's environment gets it as a process's does.
+    self.set_as_it_loaded = {name: value for name, value in os.environ.items()
+                             if started_in.get(name) != value}
+    self.is_first = os.path.basename(address) == "server"
+    # Keras 3 reads KERAS_BACKEND as it loads: with TensorFlow where it is tf.keras.
+    self.read_after_import = (_READ_AFTER_IMPORT - {"KERAS_BACKEND"} if "keras" in sys.modules
+                              else _READ_AFTER_IMPORT)
+    # The variables read as TensorFlow loaded -> (address, process), the last used last.
+    self.other_servers = collections.OrderedDict()
+    self.servers_started = 0
+    self.server_addresses = {}  # pid -> address, of the servers started and not ended.
+    self.clients = {}  # pid -> the connection its status goes to.
+
+  def serve(self):
+    ended, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(self.address + ".binding")
+    listener.listen(64)
+    os.rename(self.address + ".binding", self.address)  # Clients wait for it: now it answers.
+    # Until standard input ends; then the runs under way end first (new ones run a real Python).
+    while listener.fileno() >= 0 or self.clients:
+      waited = [ended] + ([listener, sys.stdin] if listener.fileno() >= 0 else [])
+      readable, _, _ = select.select(waited, [], [])
+      if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+        listener.close()
+        continue
+      if ended in readable:
+        os.read(ended, 4096)
+        self._report_ended()
+      if listener in readable:
+        connection, _ = listener.accept()
+        request, streams = _receive(connection)
+        if self._forkable(request, connection):
+          sys.stdout.flush()
+          pid = os.fork()
+          if pid == 0:
+            for fd in (listener, *self.clients.values()):
+              fd.close()
+            for _, server in self.other_servers.values():
+              server.stdin.close()
+            signal.set_wakeup_fd(-1)
+            os.close(ended)
+            os.close(wake)
+            _run(request, streams, connection, self.set_as_it_loaded)
+          self.clients[pid] = connection
+          connection.sendall(f"pid {pid}\n".encode())
+        else:
+          connection.close()
+        for stream in streams:
+          os.close(stream)
+
+  def _forkable(self, request, connection):
+    """Whether `request` forks here; if not, tells its client where it runs instead."""
+    env = request["env"]
+    changed = {name for name, _ in set(env.items()) ^ set(self.started_in.items())}
+    reason = _chosen_as_it_starts(request["argv"], env)
+    if not reason and changed <= self.read_after_import:
+      return True
+    other = self._other_server(env) if self.is_first and not reason else None
+    if other is None:
+      print("Not forked:", reason or "these variables differ from the server's: " +
+            " ".join(sorted(changed - self.read_after_import)), flush=True)
+      connection.sendall(b"exec\n")
+    else:
+      connection.sendall(f"server {other}\n".encode())
+    return False
+
+  def _other_server(self, env):
+    """The address of the server for `env`'s variables read as TensorFlow loads (and Keras 3's
+    backend), started when new."""
+    key = frozenset((name, value) for name, value in env.items()
+                    if name not in _READ_AFTER_IMPORT or name == "KERAS_BACKEND")
+    if key not in self.other_servers:
+      if len(self.other_servers) == _MAX_OTHER_SERVERS:  # The least recently used one ends.
+        _, (_, server) = self.other_servers.popitem(last=False)
+        server.stdin.close()
+      self.servers_started += 1
+      address = f"{self.address}-{self.servers_started}"
+      self.other_servers[key] = address, _start_server(address, env)
+      self.server_addresses[self.other_servers[key][1].pid] = address
+    self.other_servers.move_to_end(key)
+    return self.other_servers[key][0]
+
+  def _report_ended(self):
+    """Sends each ended fork's status to its client; marks a server that ended as failed, for
+    its clients to run a real Python."""
+    while True:
+      try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+      except ChildProcessError:
+        return
+      if pid == 0:
+        return
+      if pid in self.server_addresses:  # Ended, or failed to start: its clients must not wait.
+        open(self.server_addresses.pop(pid) + ".failed", "w", encoding="utf-8").close()
+      connection = self.clients.pop(pid, None)
+      if connection is not None:
+        try:
+          connection.sendall(f"status {os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:  # The client was killed; the fork killed itself.
+          pass
+        connection.close()
+
+
+def serve(address):
+  """Imports TensorFlow, then forks a process for each run a client asks for at `address`,
+  until standard input ends."""
+  started_in = dict(os.environ)
+  try:
+    for module in _PRELOADED:
+      __import__(module)
+  except BaseException:  # pylint: disable=broad-except  (the clients run real Pythons)
+    traceback.print_exc()
+    open(address + ".failed", "w", encoding="utf-8").close()
+    raise
+  sys.stdout.flush()
+  sys.stderr.flush()
+  _Server(address, started_in).serve()
+
+
+def _chosen_as_it_starts(argv, env):
+  """Why the program run by `argv` in `env` may set itself, before TensorFlow loads, what a
+  server fixed as it loaded, if it may: the command lines quiet TensorFlow's C++ logs where
+  TF_CPP_MIN_LOG_LEVEL is unset, and set Keras 3's backend from `--backend`
+  (`keras_adapters.cli.cli`), which a server that loaded Keras 3 has chosen already."""
+  if "TF_CPP_MIN_LOG_LEVEL" not in env:
+    return "TF_CPP_MIN_LOG_LEVEL is unset"
+  if "keras" in sys.modules and any(arg.startswith("--backend") for arg in argv):
+    return "--backend chooses Keras 3's backend, loaded here"
+  return None
+
+
+def _receive(connection):
+  """A client's request (argv, cwd, env, pgid) and its three standard streams."""
+  data, streams, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+  size = struct.unpack("!I", data[:4])[0]
+  data = data[4:]
+  while len(data) < size:
+    data += connection.recv(size - len(data))
+  return json.loads(data), streams
+
+
+def _run(request, streams, connection, set_as_it_loaded):
+  """In the fork: becomes `python argv...` in the client's streams, folder and environment,
+  runs it as `__main__` and exits as Python would."""
+  for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(number, signal.SIG_DFL)
+  signal.signal(signal.SIGINT, signal.default_int_handler)
+  for fd, stream in enumerate(streams):
+    os.dup2(stream, fd)
+    os.close(stream)
+  try:  # Into the client's process group, so that a signal to the group reaches the run.
+    os.setpgid(0, request["pgid"])
+  except OSError:
+    pass
+  os.chdir(request["cwd"])
+  os.environ.clear()
+  os.environ.update(request["env"])
+  os.environ.update(set_as_it_loaded)
+  tempfile.tempdir = None  # Read from TMPDIR again.
+  random.seed()
+  if "numpy" in sys.modules:
+    sys.modules["numpy"].random.seed()
+  run = _runner(request["argv"])
+  threading.Thread(target=_die_with_client, args=(connection,), daemon=True).start()
+  status = 0
+  try:
+    run()
+  except SystemExit as exit_request:
+    status = _exit_status(exit_request.code)
+  except KeyboardInterrupt:
+    traceback.print_exc()
+    status = -signal.SIGINT
+  except BaseException:  # pylint: disable=broad-except  (Python's own exit for an error)
+    sys.excepthook(*sys.exc_info())
+    status = 1
+  _exit(status)
+
+
+def _runner(argv):
+  """Sets `sys.argv` and `sys.path[0]` as `python *argv` does; returns what runs it."""
+  if argv[0] == "-m":  # argv[0] becomes the module's file; the working folder is on the path.
+    sys.argv = argv[1:]
+    sys.path[0] = os.getcwd()
+    return functools.partial(runpy.run_module, argv[1], run_name="__main__", alter_sys=True)
+  if argv[0] == "-c":
+    sys.argv = ["-c", *argv[2:]]
+    sys.path[0] = ""
+    return functools.partial(_run_code, argv[1])
+  sys.argv = argv
+  sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+  return functools.partial(runpy.run_path, argv[0], run_name="__main__")
+
+
+def _run_code(code):
+  main = types.ModuleType("__main__")
+  sys.modules["__main__"] = main
+  exec(compile(code, "<string>", "exec"), main.__dict__)  # pylint: disable=exec-used
+
+
+def _die_with_client(connection):
+  """Kills this fork when its client ends first (killed: it cannot forward SIGKILL)."""
+  while connection.recv(1):
+    pass
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exit_status(code):
+  if code is None:
+    return 0
+  if isinstance(code, int):
+    return code & 0xFF
+  print(code, file=sys.stderr)
+  return 1
+
+
+def _exit(status):
+  """Ends the fork as Python ends: its threads joined, `atexit` run, streams flushed."""
+  threading._shutdown()  # pylint: disable=protected-access
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):
+      pass
+  if status < 0:
+    signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+  os._exit(status)  # pylint: disable=protected-access
+
+
+if __name__ == "__main__":
+  serve(sys.argv[1])
