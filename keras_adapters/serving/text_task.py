@@ -78,8 +78,7 @@ def save_task_module(module, export_dir):
   """Traces `module`'s serving functions and writes it to `export_dir`, atomically."""
   fields = module.text_fields
   serving = tf.function(
-      lambda **texts: module.predict([texts[field] for field in fields]),
-      input_signature=None).get_concrete_function(
+      lambda **texts: module.predict([texts[field] for field in fields])).get_concrete_function(
           **{field: tf.TensorSpec([None], tf.string, name=field) for field in fields})
   # `__call__` calls the serving graph instead of tracing the model a second time (the save
   # traces the module's own functions again: a call is cheap to trace, the model is not).
