@@ -32,8 +32,8 @@ def _keras2_trainable():
 
 
 def _subprocess_report(backend):
-  """`testing.method_report()` in a fresh Python with `KERAS_BACKEND=backend`, with no Keras 2
-  chosen (`TF_USE_LEGACY_KERAS` unset): the backend it ran on and the report."""
+  """`testing.method_report()` in a process of its own with `KERAS_BACKEND=backend`, with no
+  Keras 2 chosen (`TF_USE_LEGACY_KERAS` unset): the backend it ran on and the report."""
   code = ("import json, keras; from keras_adapters.keras3 import testing; "
           "print(json.dumps([keras.backend.backend(), testing.method_report()]))")
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}

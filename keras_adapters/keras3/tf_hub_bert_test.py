@@ -108,7 +108,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     self.assert_same_outputs(handle, loaded)
 
   def test_on_jax_a_variant_converts_to_the_same_outputs(self):
-    """In a fresh Python with `KERAS_BACKEND=jax`: the backbone's outputs on this test's
+    """In a process of its own with `KERAS_BACKEND=jax`: the backbone's outputs on this test's
     batch, against the TF Hub model's here."""
     handle, _ = self.exports["bert_v2_embedding_width_with_mlm"]
     code = ("import json, sys, keras, numpy as np; from keras_adapters import keras3 as kak; "

@@ -40,7 +40,7 @@ def _config(**settings):
   return config_definitions.ExperimentConfig.from_settings(**{**values, **settings})
 
 
-# One data parallel run's numbers, in a fresh Python on JAX with as many host devices as
+# One data parallel run's numbers, in a process of its own on JAX with as many host devices as
 # `XLA_FLAGS` gives it: a tiny adapted classifier without dropout trained four steps of four
 # examples.
 _DATA_PARALLEL_RUN = """
@@ -92,7 +92,7 @@ report["resume"] = dict(stopped=stopped, resumed=resumed, resumed_steps=steps,
 
 
 def _jax_run(devices, code):
-  """A fresh Python on JAX with `devices` host devices running `code`, which leaves its
+  """A process of its own on JAX with `devices` host devices running `code`, which leaves its
   numbers in `report`: started; `_report` waits for them."""
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   environ.update(KERAS_BACKEND="jax",
