@@ -116,15 +116,16 @@ class _Server:
     self.servers_started = 0
     self.server_addresses = {}  # pid -> address, of the servers started and not ended.
     self.clients = {}  # pid -> the connection its status goes to.
+    self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    self.listener.bind(address + ".binding")
+    self.listener.listen(64)
 
   def serve(self):
     ended, wake = os.pipe()
     os.set_blocking(wake, False)
     signal.set_wakeup_fd(wake)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(self.address + ".binding")
-    listener.listen(64)
+    listener = self.listener
     os.rename(self.address + ".binding", self.address)  # Clients wait for it: now it answers.
     # Until standard input ends; then the runs under way end first (new ones run a real Python).
     while listener.fileno() >= 0 or self.clients:
@@ -215,16 +216,17 @@ def serve(address):
   """Imports TensorFlow, then forks a process for each run a client asks for at `address`,
   until standard input ends."""
   started_in = dict(os.environ)
-  try:
+  try:  # Until it listens; a failure tells the clients waiting not to.
     for module in _PRELOADED:
       __import__(module)
+    server = _Server(address, started_in)
   except BaseException:  # pylint: disable=broad-except  (the clients run real Pythons)
     traceback.print_exc()
     open(address + ".failed", "w", encoding="utf-8").close()
     raise
   sys.stdout.flush()
   sys.stderr.flush()
-  _Server(address, started_in).serve()
+  server.serve()
 
 
 def _chosen_as_it_starts(argv, env):
@@ -332,10 +334,7 @@ def _exit(status):
       stream.flush()
     except (OSError, ValueError):
       pass
-  if status < 0:
-    signal.signal(-status, signal.SIG_DFL)
-    os.kill(os.getpid(), -status)
-  os._exit(status)  # pylint: disable=protected-access
+  warm_python_client.end_like(status)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def main():
   status = _run_forked(address, args) if address and _is_program(args) else None
   if status is None:
     os.execv(sys.executable, [sys.executable, *args])
-  _end_like(status)
+  end_like(status)
 
 
 def _is_program(args):
@@ -87,7 +87,7 @@ def _forward(pid, number):
     pass
 
 
-def _end_like(status):
+def end_like(status):
   """Exits with `status`, or dies of the signal a negative `status` names, as the fork did."""
   if status >= 0:
     os._exit(status)  # pylint: disable=protected-access

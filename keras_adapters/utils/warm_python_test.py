@@ -160,3 +160,13 @@ def test_a_keras_3_run_forks_from_a_server_that_loaded_keras_3_with_what_it_set(
                           *[warm_python.command("-c", code)] * 2)]
   assert [run.stdout for run in runs] == [runs[0].stdout] * 3, _server_log()
   assert runs[0].stdout.startswith("True ")
+
+
+def test_a_server_that_cannot_listen_tells_its_clients_not_to_wait(tmp_path):
+  folder = tmp_path / ("x" * 120)  # Past a Unix socket path's 107 bytes.
+  folder.mkdir()
+  address = str(folder / "server")
+  server = subprocess.run([sys.executable, "-m", "keras_adapters.utils.warm_python", address],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+  assert server.returncode != 0
+  assert os.path.exists(address + ".failed"), server.stderr[-2000:]
