@@ -38,6 +38,7 @@ from keras_adapters.utils import atomic_io
 from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
+from keras_adapters.utils import warm_python
 
 import process_memory
 import timing
@@ -304,7 +305,8 @@ def run_peer_step(peer_python: str, env: Mapping[str, str], **arguments: Any) ->
 
 def run_child(script: str, child: str, flag_values: Mapping[str, Any],
               env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-  """Runs `script --child=<child>` in a fresh Python and returns the JSON it reports.
+  """Runs `script --child=<child>` in a fresh Python and returns the JSON it reports. (In the
+  tests, a fork of their warm Python: `keras_adapters.utils.warm_python`.)
 
   Args:
     script: Path of the benchmark script; it must call `report_to_parent` in child mode.
@@ -318,8 +320,8 @@ def run_child(script: str, child: str, flag_values: Mapping[str, Any],
   Raises:
     RuntimeError: The child failed or reported no JSON; its stderr tail is in the message.
   """
-  command = [sys.executable, script, f"--child={child}"] + [
-      f"--{name}={value}" for name, value in flag_values.items() if value is not None]
+  command = warm_python.command(script, f"--child={child}", *[
+      f"--{name}={value}" for name, value in flag_values.items() if value is not None])
   process = subprocess.run(command, capture_output=True, text=True, check=False,
                            env=dict(os.environ, **(env or {})))
   lines = process.stdout.strip().splitlines()

@@ -14,7 +14,8 @@ and records the achieved rate as a fraction of the same framework's matmul rate:
 
 Each step's FLOPs are counted by `matmul_rate.step_flops`. Softmax, GELU, LayerNorm, dropout
 and the optimiser are not matmuls: they are the rest, and for our steps a profiled step names
-the largest of them (`largest_other_ops`). `measurements`, one row each: `library`
+the largest of them (`largest_other_ops`) after the share of op time that is matrix products
+(`matmul_share_of_op_time`). `measurements`, one row each: `library`
 (keras_adapters, adapterhub, peft, transformers: the plain PyTorch model AdapterHub's full
 step and plain inference run), `what`, `gflop`, `ms` (median over rounds of each round's
 median), `gflops_per_s`, `fraction_of_matmul`. Targets: our adapter step at least 0.75 of
@@ -86,12 +87,15 @@ def _encoder_shape(model) -> matmul_rate.Shape:
                            batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length)
 
 
-def _largest_other_ops(by_op_type):
-  """The op types that are not matrix products, largest first, with their share of op time."""
+def _op_time_split(by_op_type):
+  """The share of op time in matrix products, and the op types that are not matrix products,
+  largest first, with their share: where the rest of a step's time goes."""
   total = sum(by_op_type.values())
   others = [(name, ms) for name, ms in by_op_type.items()
             if "MatMul" not in name and "Einsum" not in name]
-  return [dict(op_type=name, ms=ms, share=ms / total) for name, ms in others[:_OTHER_OPS]]
+  return dict(matmul_share_of_op_time=1 - sum(ms for _, ms in others) / total,
+              largest_other_ops=[dict(op_type=name, ms=ms, share=ms / total)
+                                 for name, ms in others[:_OTHER_OPS]])
 
 
 def _runner(model, mode, inputs, labels):
@@ -103,13 +107,13 @@ def _runner(model, mode, inputs, labels):
   return lambda: forward(inputs).numpy()
 
 
-def _profiled_other_ops(run):
+def _profiled_op_time_split(run):
   with tempfile.TemporaryDirectory() as log_dir:
     tf.profiler.experimental.start(log_dir)
     run()
     tf.profiler.experimental.stop()
-    return _largest_other_ops(profiler_trace.op_times(profiler_trace.read_trace(log_dir),
-                                                      1)["by_op_type"])
+    return _op_time_split(profiler_trace.op_times(profiler_trace.read_trace(log_dir),
+                                                  1)["by_op_type"])
 
 
 def _measure_ours():
@@ -130,7 +134,7 @@ def _measure_ours():
   return dict(shape=dataclasses.asdict(shape), matmul_gflops_per_s=rate,
               median_ms={what: harness.summarize_ms(values)["median_ms"]
                          for what, values in seconds.items()},
-              largest_other_ops={what: _profiled_other_ops(run) for what, run in runs.items()})
+              op_time_split={what: _profiled_op_time_split(run) for what, run in runs.items()})
 
 
 def _peer_command_env():
@@ -188,7 +192,7 @@ def main(argv):
     ours = harness.run_timing_child(script, "ours", forwarded, _measure_ours)
     shape = matmul_rate.Shape(**ours["shape"])
     rates["tensorflow"].append(ours["matmul_gflops_per_s"])
-    others = ours["largest_other_ops"]
+    op_time_splits = ours["op_time_split"]
     for what, value in ours["median_ms"].items():
       ms.setdefault(("keras_adapters", what), []).append(value)
     if not with_peers:
@@ -206,7 +210,7 @@ def main(argv):
           for (library, what), values in ms.items()]
   for row in rows:
     if row["library"] == "keras_adapters":
-      row["largest_other_ops"] = others[row["what"]]
+      row.update(op_time_splits[row["what"]])
   record = dict(
       benchmark="roofline", machine=harness.machine_info(),
       settings=dict(forwarded, rounds=FLAGS.rounds, adapter_size=harness.ADAPTER_SIZE,

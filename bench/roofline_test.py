@@ -84,6 +84,8 @@ def test_tiny_run_records_every_row_fraction_and_target(tmp_path):
     assert row["fraction_of_matmul"] == pytest.approx(row["gflops_per_s"] / rate)
     if library == "keras_adapters":
       assert row["largest_other_ops"], row
+      others = sum(op["share"] for op in row["largest_other_ops"])
+      assert 0 < row["matmul_share_of_op_time"] <= 1 - others + 1e-9, row
     else:
       assert row["ms"] == _PEER_MS
   # The peers ran the tiny encoder's shape with random weights, inference without gradients.

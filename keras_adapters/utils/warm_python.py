@@ -12,13 +12,15 @@ A fork is a fresh process but for what was fixed when TensorFlow loaded: the var
 then (oneDNN's, `TF_CPP_*`, `PYTHON*`, `TF_USE_LEGACY_KERAS`...). So a server forks only the
 runs whose environment differs from its own in variables read later (`_READ_AFTER_IMPORT`);
 the first server sends the others to a server it starts for their environment. A program that
-may set such a variable itself before TensorFlow loads (`_chosen_as_it_starts`) runs a real
-Python, and so does every run where no server answers. What TensorFlow prints as it loads
+may set such a variable itself before TensorFlow loads (`_as_tensorflow_loads`) runs a real
+Python, and so does every run where no server answers; a command line of this project, that
+sets TensorFlow's log level first, forks from a server started with it set so. What TensorFlow prints as it loads
 goes to the server's log, not to the run's stderr, and the modules it loaded are there before
 the program's first line: a test of what a program prints as it starts, or of what it must
 import, runs `[sys.executable, ...]`.
 """
 
+import ast
 import atexit
 import collections
 import functools
@@ -41,6 +43,8 @@ import types
 from keras_adapters.utils import warm_python_client
 
 _CLIENT = os.path.abspath(warm_python_client.__file__)
+# The command lines' modules (`keras_adapters.cli`), by path: the server imports none of them.
+_CLI_FOLDER = os.path.join(os.path.dirname(os.path.dirname(_CLIENT)), "cli")
 _MODULE = "keras_adapters.utils.warm_python"  # Its name, also where it runs as `__main__`.
 ADDRESS_VARIABLE = warm_python_client.ADDRESS_VARIABLE
 OFF = "off"
@@ -86,8 +90,11 @@ def _start_server(address, env):
   """A server at `address` in `env`; it ends when its standard input does: when the process
   that started it ends, however it ends."""
   with open(os.path.join(os.path.dirname(address), "log"), "a", encoding="utf-8") as log:
-    return subprocess.Popen([sys.executable, "-m", _MODULE, address], stdin=subprocess.PIPE,
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    server = subprocess.Popen([sys.executable, "-m", _MODULE, address], stdin=subprocess.PIPE,
+                              stdout=log, stderr=subprocess.STDOUT, env=env)
+  with open(address + ".pid", "w", encoding="ascii") as pid_file:  # For clients to see it end.
+    pid_file.write(str(server.pid))
+  return server
 
 
 def _stop(server, folder):
@@ -161,15 +168,16 @@ class _Server:
 
   def _forkable(self, request, connection):
     """Whether `request` forks here; if not, tells its client where it runs instead."""
-    env = request["env"]
-    changed = {name for name, _ in set(env.items()) ^ set(self.started_in.items())}
-    reason = _chosen_as_it_starts(request["argv"], env)
-    if not reason and changed <= self.read_after_import:
-      return True
-    other = self._other_server(env) if self.is_first and not reason else None
+    loads_with, reason = _as_tensorflow_loads(request)
+    if loads_with is not None:
+      changed = {name for name, _ in set(loads_with.items()) ^ set(self.started_in.items())}
+      if changed <= self.read_after_import:
+        return True
+      reason = ("these variables differ from the server's: " +
+                " ".join(sorted(changed - self.read_after_import)))
+    other = self._other_server(loads_with) if self.is_first and loads_with is not None else None
     if other is None:
-      print("Not forked:", reason or "these variables differ from the server's: " +
-            " ".join(sorted(changed - self.read_after_import)), flush=True)
+      print("Not forked:", reason, flush=True)
       connection.sendall(b"exec\n")
     else:
       connection.sendall(f"server {other}\n".encode())
@@ -229,16 +237,62 @@ def serve(address):
   server.serve()
 
 
-def _chosen_as_it_starts(argv, env):
-  """Why the program run by `argv` in `env` may set itself, before TensorFlow loads, what a
-  server fixed as it loaded, if it may: the command lines quiet TensorFlow's C++ logs where
-  TF_CPP_MIN_LOG_LEVEL is unset, and set Keras 3's backend from `--backend`
-  (`keras_adapters.cli.cli`), which a server that loaded Keras 3 has chosen already."""
-  if "TF_CPP_MIN_LOG_LEVEL" not in env:
-    return "TF_CPP_MIN_LOG_LEVEL is unset"
+def _as_tensorflow_loads(request):
+  """The environment the program of `request` has as TensorFlow loads, or None and why, when
+  it may choose itself what a server fixed as it loaded: Keras 3's backend from `--backend`
+  (`keras_adapters.cli.keras_choice`), which a server that loaded Keras 3 has chosen already,
+  or TensorFlow's C++ log level where TF_CPP_MIN_LOG_LEVEL is unset, but for the command lines
+  that set it to 3 first (`keras_adapters.cli.cli`, unless `--verbose`)."""
+  argv, env = request["argv"], request["env"]
   if "keras" in sys.modules and any(arg.startswith("--backend") for arg in argv):
-    return "--backend chooses Keras 3's backend, loaded here"
-  return None
+    return None, "--backend chooses Keras 3's backend, loaded here"
+  if "TF_CPP_MIN_LOG_LEVEL" in env:
+    return env, None
+  if "--verbose" not in argv and _imports_the_cli_first(_source(argv, request["cwd"])):
+    return dict(env, TF_CPP_MIN_LOG_LEVEL="3"), None
+  return None, "TF_CPP_MIN_LOG_LEVEL is unset"
+
+
+def _source(argv, cwd):
+  """The source code `python *argv` runs first, or None."""
+  if argv[0] == "-c":
+    return argv[1]
+  if argv[0] == "-m":
+    package, _, module = argv[1].rpartition(".")
+    path = os.path.join(_CLI_FOLDER, module + ".py") if package == "keras_adapters.cli" else None
+  else:
+    path = os.path.join(cwd, argv[0])
+  try:
+    with open(path, encoding="utf-8") as source:
+      return source.read()
+  except (OSError, TypeError, ValueError):
+    return None
+
+
+def _imports_the_cli_first(source):
+  """Whether `source` imports `keras_adapters.cli.cli`, itself or through a command line's
+  module (`keras_adapters.cli.*`, or `experiments.*` that re-exports it), before any module
+  that may load TensorFlow: any but the standard library's and absl's."""
+  try:
+    tree = ast.parse(source or "")
+  except (SyntaxError, ValueError):
+    return False
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and not node.level:
+      names = [f"{node.module}.{alias.name}" for alias in node.names]
+    else:
+      continue
+    for name in names:
+      if name.partition(".")[0] in sys.stdlib_module_names | {"absl"}:
+        continue
+      package, _, module = name.rpartition(".")
+      if package not in ("keras_adapters.cli", "experiments"):
+        return False
+      return module == "cli" or _imports_the_cli_first(
+          _source(["-m", f"keras_adapters.cli.{module}"], None))
+  return False
 
 
 def _receive(connection):

@@ -69,7 +69,8 @@ def _run_forked(address, args):
 def _connect(address):
   deadline = time.monotonic() + _READY_TIMEOUT_S
   while not os.path.exists(address):
-    if os.path.exists(address + ".failed") or time.monotonic() > deadline:
+    if (os.path.exists(address + ".failed") or time.monotonic() > deadline or
+        not _server_alive(address)):
       return None
     time.sleep(0.05)
   connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,6 +79,33 @@ def _connect(address):
   except OSError:
     return None
   return connection
+
+
+def _server_alive(address):
+  """False once the server's process has ended: killed before it listens, it cannot mark
+  itself failed. Its pid is written beside its address as it starts."""
+  try:
+    with open(address + ".pid", encoding="ascii") as pid_file:
+      pid = int(pid_file.read())
+  except (OSError, ValueError):  # Not written yet.
+    return True
+  return is_alive(pid)
+
+
+def is_alive(pid):
+  """Whether process `pid` runs: it exists and, where /proc tells, is no zombie either (one
+  that ended and that its parent has not waited for)."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  try:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+      return stat.read().rpartition(")")[2].split()[0] != "Z"
+  except (OSError, IndexError):
+    return True
 
 
 def _forward(pid, number):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from keras_adapters.utils import warm_python
+from keras_adapters.utils import warm_python_client
 
 # What the run saw, and whether TensorFlow was loaded before its first line: only in a fork.
 _SCRIPT = textwrap.dedent("""
@@ -84,9 +85,9 @@ def test_a_killed_client_takes_its_run_with_it(script, tmp_path):
   assert run_pid != child.pid  # A fork of the server, not the client.
   child.kill()
   child.wait()
-  while time.monotonic() < deadline and _alive(run_pid):
+  while time.monotonic() < deadline and warm_python_client.is_alive(run_pid):
     time.sleep(0.05)
-  assert not _alive(run_pid)
+  assert not warm_python_client.is_alive(run_pid)
   del script
 
 
@@ -95,14 +96,6 @@ def _server_log():
   folder = os.path.dirname(os.environ[warm_python.ADDRESS_VARIABLE])
   with open(os.path.join(folder, "log"), encoding="utf-8") as log:
     return log.read()[-1500:]
-
-
-def _alive(pid):
-  try:
-    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-      return stat.read().split(")")[-1].split()[0] != "Z"
-  except FileNotFoundError:
-    return False
 
 
 @pytest.mark.parametrize("address", [None, warm_python.OFF])
@@ -149,6 +142,48 @@ def test_a_program_that_sets_what_tensorflow_reads_as_it_loads_runs_a_real_pytho
   assert run.stdout == "False\n", run.stderr
 
 
+def test_a_command_line_forks_from_a_server_with_the_log_level_it_sets_but_for_verbose(
+    tmp_path):
+  # keras_adapters.cli.cli sets TF_CPP_MIN_LOG_LEVEL=3 where unset, unless --verbose, before
+  # TensorFlow loads: a server started with 3 forks the run, and --verbose runs a real Python.
+  script = tmp_path / "command.py"
+  script.write_text("import os\nfrom keras_adapters.cli import cli\n"
+                    "print(os.getpid(), os.environ.get('TF_CPP_MIN_LOG_LEVEL'))\n")
+  quiet = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  seen = {}
+  for flag in ("--quiet_by_default", "--verbose"):
+    run = subprocess.Popen(warm_python.command(str(script), flag), env=quiet,
+                           stdout=subprocess.PIPE, text=True)
+    pid, level = run.communicate(timeout=300)[0].split()
+    seen[flag] = ("a real Python" if int(pid) == run.pid else "a fork", level)
+  assert seen["--quiet_by_default"] == ("a fork", "3"), _server_log()
+  assert seen["--verbose"][0] == "a real Python"
+
+
+@pytest.mark.parametrize("source, first", [
+    ("from keras_adapters.cli import run_glue", True),
+    ("import os, sys\nfrom absl import flags\nfrom experiments import cli", True),
+    ("import tensorflow\nfrom keras_adapters.cli import cli", False),
+    ("from keras_adapters.cli import keras_choice", False),  # It loads no cli.
+    ("from experiments import testing", False),
+    ("print(", False)])
+def test_a_program_quiets_tensorflow_when_it_imports_the_cli_first(source, first):
+  assert warm_python._imports_the_cli_first(source) is first  # pylint: disable=protected-access
+
+
+def test_every_command_line_imports_the_cli_first():
+  folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                        "experiments")
+  commands = 0
+  for name in [name for name in os.listdir(folder) if name.endswith(".py")]:
+    with open(os.path.join(folder, name), encoding="utf-8") as source:
+      code = source.read()
+    if "__main__" in code:
+      commands += 1
+      assert warm_python._imports_the_cli_first(code), name  # pylint: disable=protected-access
+  assert commands == 8
+
+
 def test_a_keras_3_run_forks_from_a_server_that_loaded_keras_3_with_what_it_set():
   # Loading Keras 3 with TensorFlow sets variables of its own: the fork has them, and a run's
   # environment is compared with the one its server started in, not with theirs.
@@ -170,3 +205,16 @@ def test_a_server_that_cannot_listen_tells_its_clients_not_to_wait(tmp_path):
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
   assert server.returncode != 0
   assert os.path.exists(address + ".failed"), server.stderr[-2000:]
+
+
+def test_a_server_killed_before_it_listens_is_not_waited_for(tmp_path):
+  address = str(tmp_path / "server")
+  server = warm_python._start_server(address, os.environ)  # pylint: disable=protected-access
+  server.kill()  # While it imports TensorFlow; not waited for: a zombie, as a killed child is.
+  code = "import os; print(os.getpid())"
+  run = subprocess.Popen(warm_python.command("-c", code), stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **{warm_python.ADDRESS_VARIABLE: address}))
+  output, _ = run.communicate(timeout=60)  # Far less than the wait for a server importing.
+  assert int(output) == run.pid  # A real Python.
+  server.stdin.close()
+  server.wait()
