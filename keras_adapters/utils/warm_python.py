@@ -14,10 +14,10 @@ runs whose environment differs from its own in variables read later (`_READ_AFTE
 the first server sends the others to a server it starts for their environment. A program that
 may set such a variable itself before TensorFlow loads (`_as_tensorflow_loads`) runs a real
 Python, and so does every run where no server answers; a command line of this project, that
-sets TensorFlow's log level first, forks from a server started with it set so. What TensorFlow prints as it loads
-goes to the server's log, not to the run's stderr, and the modules it loaded are there before
-the program's first line: a test of what a program prints as it starts, or of what it must
-import, runs `[sys.executable, ...]`.
+sets TensorFlow's log level first, forks from a server started with it set so. What
+TensorFlow prints as it loads goes to the server's log, not to the run's stderr, and the
+modules it loaded are there before the program's first line: a test of what a program prints
+as it starts, or of what it must import, runs `[sys.executable, ...]`.
 """
 
 import ast
@@ -272,7 +272,8 @@ def _source(argv, cwd):
 def _imports_the_cli_first(source):
   """Whether `source` imports `keras_adapters.cli.cli`, itself or through a command line's
   module (`keras_adapters.cli.*`, or `experiments.*` that re-exports it), before any module
-  that may load TensorFlow: any but the standard library's and absl's."""
+  that may load TensorFlow (any but the standard library's and absl's) and before any
+  statement but a docstring (one could set the variable itself)."""
   try:
     tree = ast.parse(source or "")
   except (SyntaxError, ValueError):
@@ -282,8 +283,10 @@ def _imports_the_cli_first(source):
       names = [alias.name for alias in node.names]
     elif isinstance(node, ast.ImportFrom) and not node.level:
       names = [f"{node.module}.{alias.name}" for alias in node.names]
-    else:
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
       continue
+    else:
+      return False
     for name in names:
       if name.partition(".")[0] in sys.stdlib_module_names | {"absl"}:
         continue

@@ -166,6 +166,10 @@ def test_a_command_line_forks_from_a_server_with_the_log_level_it_sets_but_for_v
     ("import tensorflow\nfrom keras_adapters.cli import cli", False),
     ("from keras_adapters.cli import keras_choice", False),  # It loads no cli.
     ("from experiments import testing", False),
+    ("import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'\nfrom keras_adapters.cli import cli",
+     False),
+    ('"""A docstring."""\nfrom __future__ import annotations\nfrom experiments import cli',
+     True),
     ("print(", False)])
 def test_a_program_quiets_tensorflow_when_it_imports_the_cli_first(source, first):
   assert warm_python._imports_the_cli_first(source) is first  # pylint: disable=protected-access
