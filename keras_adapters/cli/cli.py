@@ -28,19 +28,16 @@ import os
 import re
 import sys
 
-if "--verbose" not in sys.argv:
-  # Before TensorFlow loads: its C++ start-up lines (CUDA probing on a machine without GPUs,
-  # CPU features) say nothing a user acts on.
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from keras_adapters.utils import startup_environment
+
+# Before TensorFlow loads: its quiet log level (unless --verbose) and Keras 3's --backend.
+os.environ.update(startup_environment.set_before_tensorflow(sys.argv, os.environ))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
 
-# Before TensorFlow loads Keras 3, which reads its backend once: `--backend`.
-from keras_adapters.cli import keras_choice
-keras_choice.set_backend_from_argv()
 from keras_adapters.cli import interruption
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import errors

@@ -1,22 +1,22 @@
 """`--keras=2|3` and `--backend=tensorflow|jax`: which Keras a command line trains with.
 
 Keras 3 reads its backend from `KERAS_BACKEND` once, when it loads, and TensorFlow loads it:
-so `cli` imports this module before TensorFlow, and `--backend` is read from the command
-line here (`set_backend_from_argv`), before absl parses the flags. `check_backend` then
-refuses, in one line, a backend that is not installed or that Keras did not load with.
+so `cli` sets it from the command line's `--backend` before absl parses the flags
+(`utils.startup_environment`). `check_backend` then refuses, in one line, a backend that is
+not installed or that Keras did not load with.
 """
 
 import importlib.util
 import os
-import sys
 
 from absl import flags
 
 from keras_adapters.utils import errors
+from keras_adapters.utils import startup_environment
 
 FLAGS = flags.FLAGS
 KERAS_VERSIONS = ("2", "3")
-BACKENDS = ("tensorflow", "jax")
+BACKENDS = startup_environment.BACKENDS
 # What each backend needs installed, and how to get it.
 _INSTALL = {"tensorflow": "pip install tensorflow", "jax": "pip install 'keras-adapters[jax]'"}
 
@@ -43,25 +43,6 @@ def define_flags():
       "Keras 3's backend with --keras=3, set as KERAS_BACKEND before Keras loads (default: "
       "KERAS_BACKEND, else tensorflow). On JAX with several devices the steps run data "
       "parallel; the serving SavedModel needs tensorflow.")
-
-
-def _backend_in_argv(argv):
-  """The value of `--backend=<b>` or `--backend <b>` in `argv`, the last given; else None."""
-  found = None
-  for index, argument in enumerate(argv):
-    if argument.startswith("--backend="):
-      found = argument.split("=", 1)[1]
-    elif argument == "--backend" and index + 1 < len(argv):
-      found = argv[index + 1]
-  return found
-
-
-def set_backend_from_argv(argv=None):
-  """Sets `KERAS_BACKEND` to the command line's `--backend` when that backend is installed
-  (`check_backend` refuses it otherwise, once the flags are parsed)."""
-  backend = _backend_in_argv(sys.argv if argv is None else argv)
-  if backend in BACKENDS and importlib.util.find_spec(backend) is not None:
-    os.environ["KERAS_BACKEND"] = backend
 
 
 def keras3_chosen():

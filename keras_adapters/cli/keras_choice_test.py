@@ -1,8 +1,4 @@
-"""Tests of `keras_choice`: `--backend` read from the command line before Keras loads, and
-`--keras=3` refused where a command line trains on Keras 2 only."""
-
-import os
-from unittest import mock
+"""Tests of `keras_choice`: `--keras=3` refused where a command line trains on Keras 2 only."""
 
 from absl import flags
 from absl.testing import flagsaver
@@ -12,30 +8,6 @@ from keras_adapters.cli import keras_choice
 from keras_adapters.utils import errors
 
 keras_choice.define_flags()
-
-
-class SetBackendFromArgvTest(tf.test.TestCase):
-
-  def _backend_after(self, argv, installed=True):
-    with mock.patch.dict(os.environ, {"KERAS_BACKEND": "before"}), mock.patch.object(
-        keras_choice.importlib.util, "find_spec",
-        side_effect=lambda name: object() if installed else None):
-      keras_choice.set_backend_from_argv(argv)
-      return os.environ["KERAS_BACKEND"]
-
-  def test_the_last_backend_given_either_way_is_set(self):
-    self.assertEqual(self._backend_after(["x", "--backend=jax"]), "jax")
-    self.assertEqual(self._backend_after(["x", "--backend", "jax"]), "jax")
-    self.assertEqual(self._backend_after(["x", "--backend=jax", "--backend=tensorflow"]),
-                     "tensorflow")
-
-  def test_nothing_is_set_for_no_unknown_or_missing_backend(self):
-    """Left to the parsed flags to refuse in one line (`check_backend`), not to Keras's
-    import to fail with a traceback."""
-    self.assertEqual(self._backend_after(["x", "--keras=3"]), "before")
-    self.assertEqual(self._backend_after(["x", "--backend=torch"]), "before")
-    self.assertEqual(self._backend_after(["x", "--backend=jax"], installed=False), "before")
-    self.assertEqual(self._backend_after(["x", "--backend"]), "before")
 
 
 class Keras2OnlyTest(tf.test.TestCase):

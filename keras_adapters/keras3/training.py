@@ -128,7 +128,9 @@ def run_task(spec, splits, config, model_dir, export_dir=None):
       model = task_model(base, spec.num_classes, config, distributed=distribution is not None)
       trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
       train_start = time.time()
-      losses = fit(model, tokenize(preprocessor, splits["train"]), splits["train"].labels,
+      needed = {name: splits[name] for name in ("train", *pending)}
+      features = tokenize_splits(preprocessor, needed)
+      losses = fit(model, features["train"], splits["train"].labels,
                    config.trainer, regression=spec.is_regression,
                    jit_compile=config.runtime.jit_compile, checkpoint_dir=model_dir)
       if results is None:
@@ -142,7 +144,7 @@ def run_task(spec, splits, config, model_dir, export_dir=None):
             metrics={}, predictions={}, split_fingerprints={})
       for name in pending:
         split = splits[name]
-        outputs = predict(model, tokenize(preprocessor, split), distribution)
+        outputs = predict(model, features[name], distribution)
         values = (outputs[:, 0] if spec.is_regression else np.argmax(outputs, -1)).tolist()
         if split.labels is None:
           results["metrics"].pop(name, None)
@@ -366,13 +368,24 @@ def epoch_order(num_examples, count, seed, epoch):
 def tokenize(preprocessor, examples):
   """The keras-hub inputs of `examples` (`token_ids`, `segment_ids`, `padding_mask`) as
   NumPy arrays, packed by `preprocessor` (one text field or a pair)."""
-  texts = tuple(tf.constant(list(field), tf.string) for field in examples.texts)
+  return tokenize_splits(preprocessor, {None: examples})[None]
+
+
+def tokenize_splits(preprocessor, splits):
+  """`tokenize` of each split of `splits` (name → examples of one task), in one pass: the
+  preprocessor is traced into the pipeline once, not once per split (seconds each)."""
+  # Each text field, every split's texts after the other's.
+  texts = tuple(tf.constant([text for part in field for text in part], tf.string)
+                for field in zip(*(split.texts for split in splits.values())))
   dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(
       # `x=`: a tuple given by position would be read as (texts, labels).
       lambda *fields: preprocessor(x=fields[0] if len(fields) == 1 else fields))
   batches = list(dataset.as_numpy_iterator())
-  return {key: np.concatenate([batch[key] for batch in batches]).astype("int32")
-          for key in ("token_ids", "segment_ids", "padding_mask")}
+  packed = {key: np.concatenate([batch[key] for batch in batches]).astype("int32")
+            for key in ("token_ids", "segment_ids", "padding_mask")}
+  ends = np.cumsum([len(split) for split in splits.values()])
+  return {name: {key: value[end - len(split):end] for key, value in packed.items()}
+          for (name, split), end in zip(splits.items(), ends)}
 
 
 def predict(model, features, distribution=None):

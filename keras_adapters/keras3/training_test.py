@@ -220,6 +220,19 @@ class TokenizeTest(tf.test.TestCase):
     self.assertEqual(features["segment_ids"][0, :6].tolist(), [0, 0, 0, 0, 1, 1])
     self.assertEqual(features["padding_mask"][0].sum(), 6)
 
+  def test_splits_packed_in_one_pass_are_each_packed_as_alone(self):
+    splits = {"train": examples_lib.TextExamples(ids=["a", "b"], texts=(["w1 w2", "w3"],)),
+              "empty": examples_lib.TextExamples(ids=[], texts=([],)),
+              "test": examples_lib.TextExamples(ids=["c"], texts=(["w4 w5 w6"],))}
+    preprocessor = _tiny_preprocessor()
+    together = training.tokenize_splits(preprocessor, splits)
+    self.assertEqual(list(together), list(splits))
+    for name in ("train", "test"):
+      alone = training.tokenize(preprocessor, splits[name])
+      for key, value in alone.items():
+        self.assertAllEqual(together[name][key], value, msg=f"{name} {key}")
+        self.assertEqual(together["empty"][key].shape, (0, value.shape[1]))
+
 
 def _stopping_at(step):
   """A `StepCheckpoints.on_train_batch_end` that stops training, as Ctrl-C or SIGTERM

@@ -14,10 +14,10 @@ runs whose environment differs from its own in variables read later (`_READ_AFTE
 the first server sends the others to a server it starts for their environment. A program that
 may set such a variable itself before TensorFlow loads (`_as_tensorflow_loads`) runs a real
 Python, and so does every run where no server answers; a command line of this project, that
-sets TensorFlow's log level first, forks from a server started with it set so. What
-TensorFlow prints as it loads goes to the server's log, not to the run's stderr, and the
-modules it loaded are there before the program's first line: a test of what a program prints
-as it starts, or of what it must import, runs `[sys.executable, ...]`.
+sets TensorFlow's log level and Keras 3's backend first, forks from a server started with them
+set so. What TensorFlow prints as it loads goes to the server's log, not to the run's stderr,
+and the modules it loaded are there before the program's first line: a test of what a program
+prints as it starts, or of what it must import, runs `[sys.executable, ...]`.
 """
 
 import ast
@@ -40,6 +40,7 @@ import threading
 import traceback
 import types
 
+from keras_adapters.utils import startup_environment
 from keras_adapters.utils import warm_python_client
 
 _CLIENT = os.path.abspath(warm_python_client.__file__)
@@ -49,7 +50,8 @@ _MODULE = "keras_adapters.utils.warm_python"  # Its name, also where it runs as 
 ADDRESS_VARIABLE = warm_python_client.ADDRESS_VARIABLE
 OFF = "off"
 # What a fork's environment may change: variables read after TensorFlow and absl load, by the
-# scripts, TensorFlow's runtime (started after the fork), Keras 3 (not loaded by the server)
+# scripts, TensorFlow's runtime (started after the fork), Keras 3 (not loaded by the server),
+# XLA (TensorFlow's and JAX's read `XLA_FLAGS` as they first compile, or start JAX's devices)
 # or the tests' stand-ins and runner (pytest sets some while a test runs); and those that
 # scikit-learn (`KMP_*`) and OpenCV (`LD_LIBRARY_PATH`, for the processes it starts) set as
 # they load in a test's process, which a fork that loads them sets the same.
@@ -57,13 +59,14 @@ _READ_AFTER_IMPORT = frozenset((
     ADDRESS_VARIABLE, "COLUMNS", "CUDA_VISIBLE_DEVICES", "HOME", "KERAS_ADAPTERS_CACHE",
     "KERAS_BACKEND", "KERAS_HOME", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
     "LD_LIBRARY_PATH", "LINES", "OLDPWD", "PATH", "PEER_DATA", "PWD", "PYTEST_CURRENT_TEST",
-    "TF_CONFIG", "TMPDIR"))
+    "TF_CONFIG", "TMPDIR", "XLA_FLAGS"))
 # What the server imports, keras_adapters first (it chooses TensorFlow's CPU kernels); then
 # what most programs import after TensorFlow, that defines no flag and loads no Keras
 # (scipy.stats and scikit-learn: half a second of each command line's start).
 _PRELOADED = ("keras_adapters", "tensorflow", "absl.app", "scipy.stats", "sklearn.base")
-# The servers a first server keeps for runs in other environments (each holds ~1 GB).
-_MAX_OTHER_SERVERS = 2
+# The servers a first server keeps for runs in other environments (each holds ~1 GB): the
+# tests' three (command lines at their own log level, Keras 3 on TensorFlow and on JAX).
+_MAX_OTHER_SERVERS = 3
 
 
 def command(*args):
@@ -239,18 +242,19 @@ def serve(address):
 
 def _as_tensorflow_loads(request):
   """The environment the program of `request` has as TensorFlow loads, or None and why, when
-  it may choose itself what a server fixed as it loaded: Keras 3's backend from `--backend`
-  (`keras_adapters.cli.keras_choice`), which a server that loaded Keras 3 has chosen already,
-  or TensorFlow's C++ log level where TF_CPP_MIN_LOG_LEVEL is unset, but for the command lines
-  that set it to 3 first (`keras_adapters.cli.cli`, unless `--verbose`)."""
+  it may choose itself what a server fixed as it loaded: TensorFlow's C++ log level where
+  TF_CPP_MIN_LOG_LEVEL is unset, or Keras 3's backend from `--backend` where the server loaded
+  Keras 3 already; but for a command line of this project, which sets both from its
+  arguments first (`startup_environment`)."""
   argv, env = request["argv"], request["env"]
-  if "keras" in sys.modules and any(arg.startswith("--backend") for arg in argv):
+  if _imports_the_cli_first(_source(argv, request["cwd"])):
+    program_argv = argv[2:] if argv[0] in ("-c", "-m") else argv[1:]
+    env = dict(env, **startup_environment.set_before_tensorflow(program_argv, env))
+  elif "keras" in sys.modules and any(arg.startswith("--backend") for arg in argv):
     return None, "--backend chooses Keras 3's backend, loaded here"
-  if "TF_CPP_MIN_LOG_LEVEL" in env:
-    return env, None
-  if "--verbose" not in argv and _imports_the_cli_first(_source(argv, request["cwd"])):
-    return dict(env, TF_CPP_MIN_LOG_LEVEL="3"), None
-  return None, "TF_CPP_MIN_LOG_LEVEL is unset"
+  if "TF_CPP_MIN_LOG_LEVEL" not in env:
+    return None, "TF_CPP_MIN_LOG_LEVEL is unset"
+  return env, None
 
 
 def _source(argv, cwd):

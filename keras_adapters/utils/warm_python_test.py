@@ -126,8 +126,11 @@ def test_a_server_past_the_limit_ends_after_the_runs_it_has():
 
   under_way = start("1", 3)
   assert under_way.stdout.readline() == "True\n", _server_log()
-  # Two more environments than the first server's: the least recently used server ends.
-  later = [start(level, 0) for level in ("0", "3")]
+  # As many other environments after it as the first server keeps servers for: its server,
+  # the least recently used, ends.
+  levels = ("0", "3", "4")
+  assert len(levels) == warm_python._MAX_OTHER_SERVERS  # pylint: disable=protected-access
+  later = [start(level, 0) for level in levels]
   for run in (under_way, *later):
     output, _ = run.communicate(timeout=120)
     assert run.returncode == 0
@@ -158,6 +161,37 @@ def test_a_command_line_forks_from_a_server_with_the_log_level_it_sets_but_for_v
     seen[flag] = ("a real Python" if int(pid) == run.pid else "a fork", level)
   assert seen["--quiet_by_default"] == ("a fork", "3"), _server_log()
   assert seen["--verbose"][0] == "a real Python"
+
+
+def test_a_command_line_forks_from_a_server_on_the_backend_it_sets(tmp_path):
+  # keras_adapters.cli.cli sets KERAS_BACKEND from --backend before TensorFlow loads Keras 3:
+  # a server started on that backend forks the run. Another program that reads --backend
+  # runs a real Python: it may set the backend itself.
+  keras_3 = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  seen = {}
+  for name, first_line in (("command.py", "from keras_adapters.cli import cli\n"),
+                           ("other.py", "")):
+    script = tmp_path / name
+    script.write_text(first_line +
+                      "import os, keras\nprint(os.getpid(), keras.backend.backend())\n")
+    run = subprocess.Popen(warm_python.command(str(script), "--backend=jax"), env=keras_3,
+                           stdout=subprocess.PIPE, text=True)
+    pid, backend = run.communicate(timeout=300)[0].split()
+    seen[name] = ("a real Python" if int(pid) == run.pid else "a fork", backend)
+  assert seen == {"command.py": ("a fork", "jax"), "other.py": ("a real Python", "tensorflow")}, (
+      _server_log())
+
+
+def test_a_fork_compiles_with_its_own_xla_flags(tmp_path):
+  # XLA reads XLA_FLAGS as it first compiles, after the server loaded TensorFlow.
+  code = ("import os, tensorflow as tf; "
+          "tf.function(lambda x: x * 2 + 1, jit_compile=True)(tf.ones(2)); print(os.getpid())")
+  dump = tmp_path / "xla_dump"
+  run = subprocess.Popen(warm_python.command("-c", code), stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}"))
+  pid = int(run.communicate(timeout=300)[0])
+  assert (pid != run.pid, run.returncode) == (True, 0), _server_log()
+  assert any(name.endswith(".txt") for name in os.listdir(dump))
 
 
 @pytest.mark.parametrize("source, first", [
