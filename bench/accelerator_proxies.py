@@ -25,13 +25,14 @@ Results go to bench/results/accelerator_proxies.json and a Markdown table on std
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
 
-from absl import app
 from absl import flags
 import tf_keras as keras
 
@@ -97,8 +98,7 @@ def _table(record):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_measure_times())
     return
@@ -124,4 +124,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

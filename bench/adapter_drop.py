@@ -25,6 +25,8 @@ What it costs in accuracy is trained, not timed: `run_classification --leave_out
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 
@@ -93,8 +95,7 @@ def _with_ratios(rows):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   unknown = sorted(set(FLAGS.bases) - set(random_bert.BASES))
   if unknown:
     raise app.UsageError(f"Unknown --bases {unknown}: choose from {list(random_bert.BASES)}.")
@@ -130,4 +131,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

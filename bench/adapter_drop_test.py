@@ -12,8 +12,10 @@ _HIDDEN = 16
 
 
 def _run(*flags):
+  # As a user's shell runs it: without the test process's TensorFlow log level.
+  env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
   return subprocess.run(warm_python.command(os.path.join(_BENCH, "adapter_drop.py"), *flags),
-                        capture_output=True, text=True, check=False)
+                        capture_output=True, text=True, check=False, env=env)
 
 
 def test_tiny_run_records_each_setting_with_its_trainable_parameters_and_ratio(tmp_path):
@@ -41,3 +43,13 @@ def test_counts_without_the_baseline_are_refused_in_one_line():
   assert process.returncode != 0
   assert "--lowest_left_out takes counts 0 to 5, 0 included" in process.stderr
   assert "Traceback" not in process.stderr
+
+
+def test_a_hub_handle_that_is_no_encoder_is_refused_in_one_line(tmp_path):
+  # As a user runs it: each base measured in a child process, whose refusal is the script's.
+  process = _run("--bases=default", f"--hub_handle={tmp_path / 'missing'}",
+                 f"--output={tmp_path / 'adapter_drop.json'}")
+  assert process.returncode == 2, process.stderr[-4000:]
+  (line,) = process.stderr.strip().splitlines()
+  assert line.startswith("adapter_drop.py: error: ") and str(tmp_path / "missing") in line
+  assert not (tmp_path / "adapter_drop.json").exists()

@@ -25,6 +25,8 @@ does not install it). Results go to bench/results/adapterhub_roundtrip.json: `pl
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -35,7 +37,6 @@ import sys
 import tempfile
 import textwrap
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -259,4 +260,4 @@ def define_output_flag(filename):
 
 if __name__ == "__main__":
   define_output_flag("adapterhub_roundtrip.json")
-  app.run(main)
+  cli.run(main)

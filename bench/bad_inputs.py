@@ -13,6 +13,8 @@ no timing benchmark: it may run on a busy machine.
 import os
 import sys
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -24,7 +26,6 @@ import shutil
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
@@ -65,4 +66,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

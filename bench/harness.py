@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.cli import cli
 from keras_adapters.layers import self_attention
 from keras_adapters.methods import ia3
 from keras_adapters.methods import lora
@@ -36,6 +37,7 @@ from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
 from keras_adapters.utils import cpu_kernels
+from keras_adapters.utils import errors
 from keras_adapters.utils import paths
 from keras_adapters.utils import provenance
 from keras_adapters.utils import warm_python
@@ -325,6 +327,11 @@ def run_child(script: str, child: str, flag_values: Mapping[str, Any],
   process = subprocess.run(command, capture_output=True, text=True, check=False,
                            env=dict(os.environ, **(env or {})))
   lines = process.stdout.strip().splitlines()
+  # A setting the child refused in one line (`cli.run`): the parent refuses it the same way.
+  refusal = (process.stderr.strip().splitlines()[-1:]
+             if process.returncode == cli.USAGE_EXIT_STATUS else [])
+  if refusal:
+    raise errors.UsageError(refusal[0].split(": error: ", 1)[-1])
   if process.returncode or not lines:
     raise RuntimeError(f"Child {child!r} exited with status {process.returncode}:\n"
                        f"{process.stderr[-4000:]}")

@@ -11,6 +11,7 @@ import tensorflow as tf
 import harness
 from keras_adapters.hub import testing
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import errors
 
 
 def test_machine_info_records_the_cpu():
@@ -53,6 +54,22 @@ def test_run_child_raises_with_the_child_stderr(tmp_path):
   script.write_text("import sys\nsys.exit('out of memory')\n")
   with pytest.raises(RuntimeError, match="status 1:\nout of memory"):
     harness.run_child(str(script), "train:full", {})
+
+
+def test_run_child_refuses_what_its_child_refused_in_one_line(tmp_path):
+  script = tmp_path / "child.py"
+  script.write_text(textwrap.dedent("""
+      from absl import flags
+      from keras_adapters.cli import cli
+      from keras_adapters.utils import errors
+      flags.DEFINE_string("child", None, "What to measure.")
+      def main(argv):
+        raise errors.UsageError("--hub_handle=/nowhere is not a folder: give an export's.")
+      cli.run(main)
+  """))
+  with pytest.raises(errors.UsageError) as refusal:
+    harness.run_child(str(script), "train:full", {})
+  assert str(refusal.value) == "--hub_handle=/nowhere is not a folder: give an export's."
 
 
 def test_run_timing_child_measures_here_when_asked_with_the_flags_a_child_parses(

@@ -16,13 +16,14 @@ Results go to bench/results/hub_parity.json and a Markdown table on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -92,4 +93,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

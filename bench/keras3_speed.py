@@ -22,13 +22,14 @@ Results: bench/results/keras3_speed.json and a Markdown table on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import statistics
 
-from absl import app
 from absl import flags
 
 import harness
@@ -104,8 +105,7 @@ def _round(forwarded, with_peers, default_base):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_measure_keras2())
     return
@@ -142,4 +142,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -20,10 +20,11 @@ import json
 # Before Keras 3 loads TensorFlow: keras_adapters turns on TensorFlow's oneDNN CPU kernels only
 # when it is imported first, as the Keras 2 path's process has them.
 from keras_adapters import keras3 as kak
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 from keras_adapters.utils import cpu_kernels
 
 # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -75,10 +76,9 @@ def measure():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   print(json.dumps(measure()), flush=True)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -53,6 +53,8 @@ Results go to bench/results/lora_speed.json and Markdown tables on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -61,7 +63,6 @@ import shutil
 import statistics
 import tempfile
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -337,8 +338,7 @@ def _table(summary):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     measure = dict(train=_measure_train, export=_export, infer=_measure_infer)[FLAGS.child]
     harness.report_to_parent(measure())
@@ -400,4 +400,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -44,6 +44,8 @@ machine:
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -507,8 +509,7 @@ def _only_task_scaling():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     kind, *layout = FLAGS.child.split(":")
     harness.report_to_parent(_measure_load(*layout) if kind == "load" else
@@ -563,4 +564,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

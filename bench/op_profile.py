@@ -15,13 +15,14 @@ Results go to bench/results/op_profile.json and a Markdown table on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
@@ -77,8 +78,7 @@ def _table(record):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_profile(FLAGS.child))
     return
@@ -102,4 +102,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

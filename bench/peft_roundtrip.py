@@ -23,6 +23,8 @@ Results go to bench/results/peft_roundtrip.json.
 """
 
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -30,7 +32,6 @@ import keras_adapters
 import tempfile
 import textwrap
 
-from absl import app
 from absl import flags
 
 import adapterhub_roundtrip
@@ -116,4 +117,4 @@ def main(argv):
 
 if __name__ == "__main__":
   adapterhub_roundtrip.define_output_flag("peft_roundtrip.json")
-  app.run(main)
+  cli.run(main)

@@ -37,6 +37,8 @@ Results: bench/results/roofline.json and a Markdown table on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 
@@ -45,7 +47,6 @@ import dataclasses
 import statistics
 import tempfile
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
@@ -176,8 +177,7 @@ def _targets(rows):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_measure_ours())
     return
@@ -231,4 +231,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -25,6 +25,8 @@ Results go to bench/results/squad_throughput.json and Markdown tables on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -33,7 +35,6 @@ import shutil
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 import tf_keras as keras
@@ -178,8 +179,7 @@ def _tables(record):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_measure_features() if FLAGS.child == "features"
                              else _measure_tuning(FLAGS.child))
@@ -216,4 +216,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -23,6 +23,8 @@ the ratio Trainer / bare loop of steps per second (target: at least 0.9).
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 
@@ -155,4 +157,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -14,6 +14,8 @@ Results go to bench/results/training_throughput.json and a Markdown table on std
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -21,7 +23,6 @@ import keras_adapters
 import statistics
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow_hub as hub
@@ -138,8 +139,7 @@ def _table(record):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     tuning, padding = FLAGS.child.split(":")
     harness.report_to_parent(_measure(tuning, padding))
@@ -173,4 +173,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

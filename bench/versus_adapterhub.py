@@ -52,6 +52,8 @@ and Markdown tables on stdout.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters
 
@@ -63,7 +65,6 @@ import re
 import statistics
 import tempfile
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -495,8 +496,7 @@ def _missing_harness():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # cli.run refuses arguments after the flags.
   if FLAGS.child:
     harness.report_to_parent(_measure_ours(FLAGS.child))
     return
@@ -559,4 +559,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

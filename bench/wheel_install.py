@@ -18,6 +18,8 @@ Results go to bench/results/wheel_install.json.
 
 import os
 
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
 # Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
 import keras_adapters  # pylint: disable=unused-import
 
@@ -33,7 +35,6 @@ import time
 import zipfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from absl import app
 from absl import flags
 
 import harness
@@ -206,4 +207,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

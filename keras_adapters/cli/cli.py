@@ -57,9 +57,9 @@ _USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundErr
 # A run that failed with valid settings: a disk or network error, no memory left.
 _RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError, tf.errors.UnavailableError,
                  tf.errors.DeadlineExceededError, tf.errors.DataLossError)
-# Where this project's code lives, the package these command lines are part of: its log
-# lines are shown.
-_OUR_ROOTS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+# Where this project's code lives: the package these command lines are part of, and the
+# folder of the script `run` runs (bench/'s, beside its modules). Their log lines are shown.
+_OUR_ROOTS = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep]
 USAGE_EXIT_STATUS = 2
 FAILURE_EXIT_STATUS = 1
 _VERBOSE_HINT = "Rerun with --verbose for the traceback."
@@ -68,7 +68,10 @@ _BUG_HINT = ("This is a bug, not a mistake in what you gave: rerun with --verbos
 
 def run(main):
   """Runs `main(argv)` like `absl.app.run`, with quiet logs and one-line errors."""
-  _help_from(sys.modules[main.__module__])
+  module = sys.modules[main.__module__]
+  _help_from(module)
+  if getattr(module, "__file__", None):
+    _OUR_ROOTS.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
   sys.stdout = LineTracker(sys.stdout)
   app.run(lambda argv: _run_main(main, argv), flags_parser=_parse_flags)
 
@@ -217,7 +220,7 @@ def _raised_by_this_project(error):
     traceback = traceback.tb_next
   code = traceback.tb_frame.f_code
   # The instruction that raised, not the source line: the file may have changed since.
-  return (os.path.abspath(code.co_filename).startswith(_OUR_ROOTS) and any(
+  return (os.path.abspath(code.co_filename).startswith(tuple(_OUR_ROOTS)) and any(
       instruction.offset == traceback.tb_lasti and instruction.opname == "RAISE_VARARGS"
       for instruction in dis.get_instructions(code)))
 

@@ -124,7 +124,6 @@ class _Server:
     # The variables read as TensorFlow loaded -> (address, process), the last used last.
     self.other_servers = collections.OrderedDict()
     self.servers_started = 0
-    self.server_addresses = {}  # pid -> address, of the servers started and not ended.
     self.clients = {}  # pid -> the connection its status goes to.
     self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     self.listener.bind(address + ".binding")
@@ -198,13 +197,12 @@ class _Server:
       self.servers_started += 1
       address = f"{self.address}-{self.servers_started}"
       self.other_servers[key] = address, _start_server(address, env)
-      self.server_addresses[self.other_servers[key][1].pid] = address
     self.other_servers.move_to_end(key)
     return self.other_servers[key][0]
 
   def _report_ended(self):
-    """Sends each ended fork's status to its client; marks a server that ended as failed, for
-    its clients to run a real Python."""
+    """Sends each ended fork's status to its client, and reaps the servers that ended: their
+    clients see their pids end and run real Pythons."""
     while True:
       try:
         pid, status = os.waitpid(-1, os.WNOHANG)
@@ -212,8 +210,6 @@ class _Server:
         return
       if pid == 0:
         return
-      if pid in self.server_addresses:  # Ended, or failed to start: its clients must not wait.
-        open(self.server_addresses.pop(pid) + ".failed", "w", encoding="utf-8").close()
       connection = self.clients.pop(pid, None)
       if connection is not None:
         try:
@@ -227,14 +223,11 @@ def serve(address):
   """Imports TensorFlow, then forks a process for each run a client asks for at `address`,
   until standard input ends."""
   started_in = dict(os.environ)
-  try:  # Until it listens; a failure tells the clients waiting not to.
-    for module in _PRELOADED:
-      __import__(module)
-    server = _Server(address, started_in)
-  except BaseException:  # pylint: disable=broad-except  (the clients run real Pythons)
-    traceback.print_exc()
-    open(address + ".failed", "w", encoding="utf-8").close()
-    raise
+  # A failure until it listens ends it: the clients waiting see its pid end and run real
+  # Pythons (`warm_python_client`).
+  for module in _PRELOADED:
+    __import__(module)
+  server = _Server(address, started_in)
   sys.stdout.flush()
   sys.stderr.flush()
   server.serve()

@@ -69,8 +69,7 @@ def _run_forked(address, args):
 def _connect(address):
   deadline = time.monotonic() + _READY_TIMEOUT_S
   while not os.path.exists(address):
-    if (os.path.exists(address + ".failed") or time.monotonic() > deadline or
-        not _server_alive(address)):
+    if time.monotonic() > deadline or not _server_alive(address):
       return None
     time.sleep(0.05)
   connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -82,8 +81,8 @@ def _connect(address):
 
 
 def _server_alive(address):
-  """False once the server's process has ended: killed before it listens, it cannot mark
-  itself failed. Its pid is written beside its address as it starts."""
+  """False once the server's process has ended: failed or killed before it listens. Its pid
+  is written beside its address as it starts."""
   try:
     with open(address + ".pid", encoding="ascii") as pid_file:
       pid = int(pid_file.read())
