@@ -378,6 +378,10 @@ class Trainer:
       self._clip_norm = optimizer.gradient_clip_norm
       self._loss_scaling = model.compute_dtype == "float16"
       optimizer = performance.configure_optimizer(optimizer, use_float16=self._loss_scaling)
+      # The slots now, not in the first step: a `tf.function` whose first call makes
+      # variables is traced twice, and the step's trace is most of a short run's first
+      # step (a legacy Keras optimizer has no public `build`).
+      optimizer._create_all_weights(model.trainable_variables)  # pylint: disable=protected-access
     self.model = model
     self._optimizer = optimizer
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.

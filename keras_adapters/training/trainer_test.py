@@ -141,6 +141,11 @@ class TrainerTest(tf.test.TestCase):
     self.assertEqual(_scalars(os.path.join(self._reference_dir, "summaries", "eval"))["mse"],
                      {4: 0.5, 8: 0.5})
 
+  def test_the_step_is_traced_once(self):
+    """The optimizer's slots exist before the first step, so its trace is the only one."""
+    self.assertEqual(self._reference._train_step.experimental_get_tracing_count(), 1)
+    self.assertEqual(self._reference._loss_and_gradients.experimental_get_tracing_count(), 1)
+
   def test_same_seed_same_weights(self):
     same_seed = _make_trainer(self.create_tempdir().full_path)
     same_seed.train()
