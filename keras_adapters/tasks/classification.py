@@ -141,10 +141,11 @@ class ClassificationTask(base_task.Task):
 
   def evaluate(self, model, results, pending, output_dir) -> None:
     del output_dir  # The scores go in the results alone.
-    for name in pending:
+    outputs = predict_each(model, [self._evaluated[name] for name in pending],
+                           self._preprocessor, self.config)
+    for name, split_outputs in zip(pending, outputs):
       split = self._evaluated[name]
-      values = _prediction_values(self.spec,
-                                  predict(model, split, self._preprocessor, self.config))
+      values = _prediction_values(self.spec, split_outputs)
       if split.labels is None:
         results["metrics"].pop(name, None)
         results["predictions"][name] = dict(ids=list(split.ids), values=values)
@@ -234,19 +235,27 @@ def _scored(results: Mapping[str, Any], name: str, fingerprint: str) -> bool:
 
 def predict(model, examples, preprocessor, config):
   """Logits (or scores) of `model` on `examples`, in example order, as a numpy array."""
-  dataset = features.make_dataset(
-      examples, preprocessor, max_seq_length=config.data.max_seq_length,
-      batch_size=max(config.trainer.batch_size, 64), shuffle=False,
-      dynamic_padding=not config.static_shapes, pad_last_batch=config.static_shapes)
+  return predict_each(model, [examples], preprocessor, config)[0]
 
+
+def predict_each(model, splits, preprocessor, config):
+  """`predict` of each of `splits`, by one `tf.function`: traced for the first split, not
+  again for each."""
   @tf.function(reduce_retracing=True, autograph=False, jit_compile=config.runtime.jit_compile)
   def call(inputs):
     return model(inputs, training=False)
 
-  outputs = [call(batch[0] if isinstance(batch, tuple) else batch).numpy()
-             for batch in dataset]
-  # Without the padding rows of a static-shape last batch.
-  return np.concatenate(outputs, axis=0)[:len(examples)]
+  predictions = []
+  for examples in splits:
+    dataset = features.make_dataset(
+        examples, preprocessor, max_seq_length=config.data.max_seq_length,
+        batch_size=max(config.trainer.batch_size, 64), shuffle=False,
+        dynamic_padding=not config.static_shapes, pad_last_batch=config.static_shapes)
+    outputs = [call(batch[0] if isinstance(batch, tuple) else batch).numpy()
+               for batch in dataset]
+    # Without the padding rows of a static-shape last batch.
+    predictions.append(np.concatenate(outputs, axis=0)[:len(examples)])
+  return predictions
 
 
 def _prediction_values(spec, outputs):

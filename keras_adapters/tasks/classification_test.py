@@ -19,6 +19,7 @@ import tensorflow_hub as hub
 from keras_adapters.core import config_definitions
 from keras_adapters.core import run_records
 from keras_adapters.hub import hub_encoder
+from keras_adapters.hub import read_cache
 from keras_adapters.hub import testing
 from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
@@ -145,6 +146,19 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
       self.assertEqual(logits.shape, (6, 3))
       self.assertAllClose(self.results["metrics"][split]["accuracy"],
                           np.mean(np.argmax(logits, -1) == self.splits[split].labels))
+
+  def test_splits_are_scored_by_one_function_traced_at_most_twice(self):
+    """Once for the first split's length, once more for any length; not once per split."""
+    preprocessor = hub.load(self.preprocess_handle)
+    splits = [self.splits[name] for name in ("validation", "test", "unlabelled")]
+    model = self.trained_model
+    # The model's Python code runs once per trace.
+    with mock.patch.object(model, "call", wraps=model.call) as traced:
+      outputs = classification.predict_each(model, splits, preprocessor, self.config)
+    self.assertBetween(traced.call_count, 1, 2)
+    for examples, split_outputs in zip(splits, outputs):
+      self.assertAllClose(split_outputs, classification.predict(
+          self.trained_model, examples, preprocessor, self.config), atol=1e-6)
 
   def test_unlabelled_split_gets_predictions(self):
     """A split without labels gets class-id predictions with its ids, not metrics."""
@@ -335,7 +349,7 @@ class BaseReadOnceTest(tf.test.TestCase):
     task = classification.ClassificationTask(spec, splits, training_testing.run_config())
     hub_encoder.clear_cache()
     reads = mock.Mock(wraps=hub_encoder._read_hub_encoder)  # pylint: disable=protected-access
-    with mock.patch.object(hub_encoder, "SMALL_BASE_BYTES", 0), \
+    with mock.patch.object(read_cache, "SMALL_BASE_BYTES", 0), \
         mock.patch.object(hub_encoder, "_read_hub_encoder", reads):
       task.prepare()
       self.assertNotEmpty(task.read_base().weights)
