@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tensorflow_text as tf_text
 
+from keras_adapters.hub import read_cache
 from keras_adapters.hub import saved_model_facts
 from keras_adapters.utils import errors
 
@@ -36,7 +37,7 @@ UNKNOWN_RATE_WARNING = 0.05
 UNKNOWN_RATE_ERROR = 0.2
 # A run, a GLUE sweep of its tasks or a multi-task export loads one preprocessing model again
 # and again: it holds nothing that trains, so the last few loaded are kept
-# (`saved_model_facts.cache_key`: one rewritten in place is loaded again).
+# (`read_cache.cache_key`: one rewritten in place is loaded again).
 _PREPROCESSORS_KEPT = 4
 _preprocessors = collections.OrderedDict()
 # Cuneiform, which no BERT vocabulary holds: a word of it is one [UNK], whatever the tokenizer.
@@ -105,7 +106,7 @@ def _cache_key(handle):
   loaded inside a distribution strategy's scope or a graph belongs to it."""
   if tf.distribute.has_strategy() or not tf.executing_eagerly():
     return None
-  return saved_model_facts.cache_key(handle)
+  return read_cache.cache_key(handle)
 
 
 def clear_cache():

@@ -10,20 +10,19 @@ anything uses it, the rebuilt encoder is run beside the Hub model on a padded tw
 and must give the same outputs, or the handle is refused naming what differs.
 """
 
-import collections
 import concurrent.futures
 import dataclasses
 import itertools
 import os
 import re
 from typing import Optional
-import weakref
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import read_cache
 from keras_adapters.hub import saved_model_facts
 from keras_adapters.networks import adapted_bert_encoder
 
@@ -128,41 +127,28 @@ def read_hub_encoder(handle):
       a BERT-family encoder with Model Garden variable names; or the rebuilt encoder does not
       reproduce it.
   """
-  handle = os.fspath(handle)
-  key = saved_model_facts.cache_key(handle)
-  found = _small_bases.get(key) or _bases_in_use.get(key)
-  if found is not None:
-    return found
-  if tf.distribute.has_strategy():
-    # Inside a distribution scope the SavedModel's variables would be created distributed and
-    # calling it (the parity check) would run cross-worker ops. The scope holds for its own
-    # thread only: read in a thread of its own, which yields plain values.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-      found = pool.submit(_read_hub_encoder, handle).result()
-  else:
-    found = _read_hub_encoder(handle)
-  _bases_in_use[key] = found
-  if sum(value.nbytes for value in found.weights.values()) <= SMALL_BASE_BYTES:
-    _small_bases[key] = found
-    while len(_small_bases) > _SMALL_BASES_KEPT:
-      _small_bases.popitem(last=False)
-  return found
+  return _bases.get(os.fspath(handle), _read_outside_any_strategy)
 
 
-# Several models around one base (a task's, the tasks of a multi-task export, tests) read it
-# once. A small base's read is kept for the next model (the embedded default: 91 MB); a
-# larger one only while something holds it, as a copy kept beside every model built from it
-# would add the base's size to a training run's memory (BERT-large: 1.3 GB).
-SMALL_BASE_BYTES = 128 * 2**20
-_SMALL_BASES_KEPT = 2
-_small_bases = collections.OrderedDict()
-_bases_in_use = weakref.WeakValueDictionary()
+def _read_outside_any_strategy(handle):
+  if not tf.distribute.has_strategy():
+    return _read_hub_encoder(handle)
+  # Inside a distribution scope the SavedModel's variables would be created distributed and
+  # calling it (the parity check) would run cross-worker ops. The scope holds for its own
+  # thread only: read in a thread of its own, which yields plain values.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    return pool.submit(_read_hub_encoder, handle).result()
+
+
+# Its old path: the size up to which a base's read stays kept.
+SMALL_BASE_BYTES = read_cache.SMALL_BASE_BYTES
+_bases = read_cache.ReadCache(
+    lambda read: sum(value.nbytes for value in read.weights.values()))
 
 
 def clear_cache():
   """Forgets every base read, so that the next `read_hub_encoder` reads it again."""
-  _small_bases.clear()
-  _bases_in_use.clear()
+  _bases.clear()
 
 
 def _read_hub_encoder(handle):

@@ -15,6 +15,7 @@ from official.nlp.configs import encoders
 
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import model_garden_export
+from keras_adapters.hub import read_cache
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.networks import adapted_bert_encoder
@@ -94,7 +95,7 @@ class HubEncoderTest(tf.test.TestCase):
     small = weakref.ref(hub_encoder.read_hub_encoder(self.handle))
     gc.collect()
     self.assertIs(hub_encoder.read_hub_encoder(self.handle), small())  # Kept, not read again.
-    with mock.patch.object(hub_encoder, "SMALL_BASE_BYTES", 0):
+    with mock.patch.object(read_cache, "SMALL_BASE_BYTES", 0):
       hub_encoder.clear_cache()
       held = hub_encoder.read_hub_encoder(self.handle)
       self.assertIs(hub_encoder.read_hub_encoder(self.handle), held)

@@ -10,21 +10,17 @@ restored object points to.
 import hashlib
 import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import tensorflow as tf
+
+from keras_adapters.hub import read_cache
 
 _METADATA_FILE = "keras_metadata.pb"
 
 
-def cache_key(handle: str) -> Tuple[str, Optional[float]]:
-  """What keys a SavedModel read or loaded once per process: its handle and the modification
-  time of its `saved_model.pb`, so that one rewritten in place is read again (`None` for a URL
-  or a folder without one)."""
-  saved_model_pb = os.path.join(handle, "saved_model.pb")
-  if not os.path.isfile(saved_model_pb):
-    return (handle, None)
-  return (os.path.abspath(handle), os.path.getmtime(saved_model_pb))
+# Its old path: what keys a SavedModel read once per process.
+cache_key = read_cache.cache_key
 
 
 def layer_configs(export_dir: str) -> List[Tuple[str, Dict]]:

@@ -6,12 +6,15 @@ the backbone is built with each candidate and kept only where its outputs on a p
 two-segment batch equal the TF Hub model's.
 """
 
+import dataclasses
 import os
+import random
 import re
 
 import keras
 import numpy as np
 
+from keras_adapters.hub import read_cache
 from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import base_weights
 from keras_adapters.keras3 import tf_hub
@@ -57,7 +60,34 @@ def from_tf_hub(handle=None, dropout=0.1):
     UsageError: The handle holds no BERT encoder this can convert, or no candidate
       activation and epsilon reproduces it; the message names what to pass instead.
   """
-  folder, loaded = tf_hub.load(handle, "hub", "TF Hub BERT encoder")
+  folder = tf_hub.local_folder(handle, "hub")
+  base = _bases.get(folder, _read)
+  backbone = backbones.HubBertBackbone(**base.architecture, activation=base.activation,
+                                       layer_norm_epsilon=base.epsilon, dropout=dropout,
+                                       dtype="float32")
+  _assign(folder, backbone, base.weights)
+  # What artifacts record as the base (`keras3.artifacts`): the handle as given.
+  backbone.tf_hub_handle = folder if handle is None else os.fspath(handle)
+  return backbone
+
+
+@dataclasses.dataclass(eq=False)
+class _ConvertedBase:
+  """What a TF Hub BERT encoder is as a `HubBertBackbone`: its sizes, activation, epsilon
+  and Model Garden-named weights."""
+  architecture: dict
+  activation: str
+  epsilon: float
+  weights: dict
+
+
+def _read(folder):
+  """The `_ConvertedBase` of the SavedModel at `folder`, its candidates probed.
+
+  The probes' backbones draw no seeds: Python's random state is put back after them, so that
+  the backbone built from a read, new or kept, is seeded alike.
+  """
+  folder, loaded = tf_hub.load(folder, "hub", "TF Hub BERT encoder")
   if hasattr(loaded, "tokenize") and hasattr(loaded, "bert_pack_inputs"):
     raise errors.UsageError(
         f"{folder!r} is a BERT preprocessing model, not an encoder: pass it to "
@@ -67,24 +97,30 @@ def from_tf_hub(handle=None, dropout=0.1):
   inputs = _probe_inputs(architecture)
   expected = _hub_outputs(folder, loaded, inputs)
   del loaded
-  measured = []
-  for epsilon in _CANDIDATE_EPSILONS:
-    tried = []
-    for activation in backbones.ACTIVATIONS:
-      backbone = backbones.HubBertBackbone(**architecture, activation=activation,
-                                           layer_norm_epsilon=epsilon, dropout=dropout,
-                                           dtype="float32")
-      _assign(folder, backbone, weights)
-      tried.append((_difference(expected, backbone(inputs, training=False)), backbone))
-      measured.append(f"{activation}, epsilon {epsilon:g}: {tried[-1][0]:.2g}")
-    difference, backbone = min(tried, key=lambda pair: pair[0])
-    if difference <= TOLERANCE:
-      # What artifacts record as the base (`keras3.artifacts`): the handle as given.
-      backbone.tf_hub_handle = folder if handle is None else os.fspath(handle)
-      return backbone
+  seeds = random.getstate()
+  try:
+    measured = []
+    for epsilon in _CANDIDATE_EPSILONS:
+      tried = []
+      for activation in backbones.ACTIVATIONS:
+        backbone = backbones.HubBertBackbone(**architecture, activation=activation,
+                                             layer_norm_epsilon=epsilon, dtype="float32")
+        _assign(folder, backbone, weights)
+        tried.append((_difference(expected, backbone(inputs, training=False)), activation))
+        measured.append(f"{activation}, epsilon {epsilon:g}: {tried[-1][0]:.2g}")
+      difference, activation = min(tried, key=lambda pair: pair[0])
+      if difference <= TOLERANCE:
+        return _ConvertedBase(architecture, activation, epsilon, weights)
+  finally:
+    random.setstate(seeds)
   raise errors.UsageError(
       f"No keras-hub BertBackbone reproduces the encoder at {folder!r} (relative differences "
       f"{'; '.join(measured)}; tolerance {TOLERANCE:g}). Supported: {SUPPORTED}.")
+
+
+# Each task of a run, and every backbone of a process, converts a base once.
+_bases = read_cache.ReadCache(
+    lambda base: sum(value.nbytes for value in base.weights.values()))
 
 
 def _encoder_weights(folder, loaded):

@@ -7,12 +7,14 @@ are read by calling it. keras-hub's `BertTokenizer` on that vocabulary, with tho
 gives the same ids.
 """
 
+import dataclasses
 import os
 
 import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from keras_adapters.hub import read_cache
 from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import errors
 
@@ -55,8 +57,24 @@ def preprocessor_from_tf_hub(preprocess_handle=None):
 
 def _read(handle):
   """(`BertTokenizer`, default sequence length) of the preprocessing model at `handle`."""
+  found = _models.get(tf_hub.local_folder(handle, "preprocess"), _read_model)
+  return keras_hub.models.BertTokenizer(
+      vocabulary=found.vocabulary, lowercase=found.lowercase,
+      strip_accents=found.lowercase), found.sequence_length
+
+
+@dataclasses.dataclass(eq=False)
+class _PreprocessingModel:
+  """What keras-hub's tokenizer needs of a TF Hub preprocessing model."""
+  vocabulary: str
+  lowercase: bool
+  sequence_length: int
+
+
+def _read_model(folder):
+  """The `_PreprocessingModel` of the SavedModel at `folder`, checked for keras-hub."""
   what = "TF Hub BERT preprocessing model"
-  folder, loaded = tf_hub.load(handle, "preprocess", what)
+  folder, loaded = tf_hub.load(folder, "preprocess", what)
   if not (hasattr(loaded, "tokenize") and hasattr(loaded, "bert_pack_inputs")):
     raise errors.UsageError(
         f"{folder!r} is not a {what} (it has no tokenize and bert_pack_inputs); pass the "
@@ -79,8 +97,11 @@ def _read(handle):
   upper, lower = loaded.tokenize(tf.constant(["A", "a"])).flat_values.numpy()[:2]
   lowercase = bool(upper == lower)
   sequence_length = int(loaded(tf.constant([""]))["input_word_ids"].shape[-1])
-  return keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=lowercase,
-                                        strip_accents=lowercase), sequence_length
+  return _PreprocessingModel(vocabulary, lowercase, sequence_length)
+
+
+# Each task of a run, and every tokenizer of a process, restores a preprocessing model once.
+_models = read_cache.ReadCache(lambda model: 0)
 
 
 def _vocabulary(folder):
