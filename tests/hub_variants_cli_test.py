@@ -12,7 +12,6 @@ import tensorflow as tf
 from experiments import run_classification
 from experiments import testing as cli_testing
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 
 _SEQ_LENGTH = 12
@@ -69,10 +68,7 @@ class HubVariantsCliTest(tf.test.TestCase):
     self._assert_serves_strings(model_dir)
 
   def test_preprocessing_of_another_casing_is_refused_before_training(self):
-    root = self.create_tempdir().full_path
-    cased = preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "cased"),
-        lower_case=False)
+    cased = testing.tiny_preprocess_handle(lower_case=False)
     with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was trained "
                                             r"uncased"):
       self._run(testing.tiny_hub_handle(), cased)

@@ -4,7 +4,6 @@ import os
 
 import tensorflow as tf
 
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.data import squad_tokenizer
 
@@ -30,10 +29,8 @@ class PreprocessingTokenizerTest(tf.test.TestCase):
                       for text in texts], self.uncased.token_ids(texts))
 
   def test_cased_model_is_recognised(self):
-    root = self.create_tempdir().full_path
-    cased = squad_tokenizer.PreprocessingTokenizer(preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")),
-        os.path.join(root, "preprocess"), lower_case=False))
+    cased = squad_tokenizer.PreprocessingTokenizer(
+        testing.tiny_preprocess_handle(lower_case=False))
     self.assertFalse(cased.do_lower_case)
     self.assertEqual(cased.tokenize("w1 W2"), ["w1", "[UNK]"])
     # The features depend on the lower-casing: a cased model's features are cached apart.

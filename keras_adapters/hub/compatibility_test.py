@@ -86,9 +86,7 @@ class CompatibilityTest(tf.test.TestCase):
     compatibility.check_preprocessor(testing.tiny_preprocessor(), base.config,
                                      encoder_tokenizer=base.tokenizer)
     root = self.create_tempdir().full_path
-    cased = compatibility.load_preprocessor(preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "cased"),
-        lower_case=False))
+    cased = compatibility.load_preprocessor(testing.tiny_preprocess_handle(lower_case=False))
     with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was trained "
                                 r"uncased \(do_lower_case=True\).*do_lower_case=True"):
       compatibility.check_preprocessor(cased, base.config, encoder_tokenizer=base.tokenizer)

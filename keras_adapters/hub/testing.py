@@ -225,13 +225,14 @@ def tiny_hub_handle(seed=0):
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_preprocess_handle(seq_length=16):
+def tiny_preprocess_handle(seq_length=16, lower_case=True):
   """A TF Hub-format preprocessing SavedModel for the tiny vocab, built once per test session
-  (or process)."""
-  return built_once(("tiny_preprocess", seq_length), lambda root: (
+  (or process); `lower_case=False`: a cased one, which the tiny encoders' preprocessing is
+  not."""
+  return built_once(("tiny_preprocess", seq_length, lower_case), lambda root: (
       preprocessing.build_preprocessing_savedmodel(
           save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
-          default_seq_length=seq_length)))
+          default_seq_length=seq_length, lower_case=lower_case)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,13 +26,23 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tf.compat.v1.test.get_temp_dir()
-    cls.exports = {}
+    cls.exports, cls.hub_outputs = {}, {}
 
   def _export(self, name):
     """The variant's export, written once per class (an export takes seconds)."""
     if name not in self.exports:
       self.exports[name] = testing.export_model_garden_variant(name, self.root)
     return self.exports[name]
+
+  def _hub_outputs(self, name):
+    """A padded two-segment batch and the Hub layer's outputs on it, once per class (each
+    `hub.KerasLayer` restores the SavedModel)."""
+    if name not in self.hub_outputs:
+      handle = self._export(name)
+      inputs = hub_encoder.probe_inputs(hub_encoder.read_hub_encoder(handle).config,
+                                        batch_size=3, seq_length=12)
+      self.hub_outputs[name] = inputs, hub.KerasLayer(handle)(inputs)
+    return self.hub_outputs[name]
 
   @parameterized.named_parameters(*[(name, name) for name in testing.MODEL_GARDEN_VARIANTS])
   def test_identity_adapters_equal_the_hub_layer(self, name):
@@ -42,10 +52,9 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
     variant = testing.MODEL_GARDEN_VARIANTS[name]
     self.assertEqual(base.config["activation"], variant.activation)
     self.assertEqual(base.tokenizer.kind, variant.tokenizer)
-    inputs = hub_encoder.probe_inputs(base.config, batch_size=3, seq_length=12)
+    inputs, expected = self._hub_outputs(name)
     self.assertEqual(set(inputs["input_type_ids"].numpy().ravel()), {0, 1})
     self.assertIn(0, inputs["input_mask"].numpy())
-    expected = hub.KerasLayer(handle)(inputs)
     bert = adapted_bert.AdaptedBert(handle, adapter_size=4, adapter_init_stddev=0.0)
     actual = bert(inputs)
     for key in ("sequence_output", "pooled_output", "default"):
@@ -60,9 +69,7 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
     """Under each mixed policy, a cold read of the variant builds (its parity probe runs in
     float32), with float32 variables and float32 outputs near the Hub layer's."""
     handle = self._export(name)
-    inputs = hub_encoder.probe_inputs(hub_encoder.read_hub_encoder(handle).config,
-                                      batch_size=3, seq_length=12)
-    expected = hub.KerasLayer(handle)(inputs)
+    inputs, expected = self._hub_outputs(name)
     # Cold: the first policy's layer reads the base, probe included, under that policy.
     hub_encoder.clear_cache()
     for precision_name, _, epsilon in layers_testing.MIXED_PRECISIONS:

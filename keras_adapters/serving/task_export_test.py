@@ -9,7 +9,6 @@ import tensorflow_hub as hub
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import adapter_artifact
-from keras_adapters.hub import preprocessing
 from keras_adapters.hub import testing
 from keras_adapters.layers import testing as layers_testing
 from keras_adapters.methods import ia3
@@ -216,9 +215,7 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
   def test_a_preprocessor_of_another_casing_is_refused(self):
     """The encoder carries do_lower_case=True; a cased preprocessor is named, not exported."""
     root = self.create_tempdir().full_path
-    cased = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
-        testing.save_tiny_vocab(os.path.join(root, "vocab.txt")), root + "/cased",
-        lower_case=False))
+    cased = tf.saved_model.load(testing.tiny_preprocess_handle(lower_case=False))
     model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=4), 2)
     with self.assertRaisesRegex(ValueError, r"keeps case \(cased\) but the encoder was "
                                             r"trained uncased"):
