@@ -54,6 +54,10 @@ DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
 # Variables AdamW does not decay, by name: LayerNorms' and biases, as the Model Garden's.
 _NOT_DECAYED = ("gamma", "beta", "bias")
 _EVAL_BATCH_SIZE = 64
+_TOKENIZE_BATCH = 1024
+# Tracing the preprocessor into a tf.data pipeline takes seconds, about what calling it batch
+# by batch takes for a few thousand texts: fewer are packed by those calls.
+EAGER_TEXTS = 2048
 
 
 def run_task(spec, splits, config, model_dir, export_dir=None):
@@ -373,15 +377,21 @@ def tokenize(preprocessor, examples):
 
 def tokenize_splits(preprocessor, splits):
   """`tokenize` of each split of `splits` (name → examples of one task), in one pass: the
-  preprocessor is traced into the pipeline once, not once per split (seconds each)."""
+  preprocessor is traced into the pipeline once, not once per split (seconds each); up to
+  `EAGER_TEXTS` texts it is not traced, but called batch by batch."""
   # Each text field, every split's texts after the other's.
   texts = tuple(tf.constant([text for part in field for text in part], tf.string)
                 for field in zip(*(split.texts for split in splits.values())))
-  dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(
-      # `x=`: a tuple given by position would be read as (texts, labels).
-      lambda *fields: preprocessor(x=fields[0] if len(fields) == 1 else fields))
-  batches = list(dataset.as_numpy_iterator())
-  packed = {key: np.concatenate([batch[key] for batch in batches]).astype("int32")
+  # `x=`: a tuple given by position would be read as (texts, labels).
+  pack = lambda *fields: preprocessor(x=fields[0] if len(fields) == 1 else fields)
+  if len(texts[0]) <= EAGER_TEXTS:
+    batches = [pack(*(field[start:start + _TOKENIZE_BATCH] for field in texts))
+               for start in range(0, len(texts[0]), _TOKENIZE_BATCH)]
+  else:
+    batches = list(tf.data.Dataset.from_tensor_slices(texts).batch(_TOKENIZE_BATCH)
+                   .map(pack).as_numpy_iterator())
+  packed = {key: np.concatenate([keras.ops.convert_to_numpy(batch[key]) for batch in batches]
+                                ).astype("int32")
             for key in ("token_ids", "segment_ids", "padding_mask")}
   ends = np.cumsum([len(split) for split in splits.values()])
   return {name: {key: value[end - len(split):end] for key, value in packed.items()}

@@ -226,11 +226,15 @@ class TokenizeTest(tf.test.TestCase):
               "test": examples_lib.TextExamples(ids=["c"], texts=(["w4 w5 w6"],))}
     preprocessor = _tiny_preprocessor()
     together = training.tokenize_splits(preprocessor, splits)
+    # Above `EAGER_TEXTS`, through a tf.data pipeline: the same features.
+    with mock.patch.object(training, "EAGER_TEXTS", 0):
+      piped = training.tokenize_splits(preprocessor, splits)
     self.assertEqual(list(together), list(splits))
     for name in ("train", "test"):
       alone = training.tokenize(preprocessor, splits[name])
       for key, value in alone.items():
         self.assertAllEqual(together[name][key], value, msg=f"{name} {key}")
+        self.assertAllEqual(piped[name][key], value, msg=f"{name} {key}")
         self.assertEqual(together["empty"][key].shape, (0, value.shape[1]))
 
 
