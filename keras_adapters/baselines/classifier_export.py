@@ -17,7 +17,7 @@ class _Classifier(tf.Module):
     self.label_names = tf.Variable(list(label_names), dtype=tf.string, trainable=False,
                                    name="label_names")
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
   def __call__(self, text):
     return {"probabilities": tf.nn.softmax(self.model(text, training=False), axis=-1)}
 

@@ -42,7 +42,7 @@ class HubTextEmbedding(tf.Module):
     super().__init__(name=name)
     self.dim = dim
 
-  @tf.function
+  @tf.function(autograph=False)
   def __call__(self, sentences, training=False, per_token=False):
     """Embeds sentences.
 

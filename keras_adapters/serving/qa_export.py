@@ -213,7 +213,7 @@ def export_qa(model, tokenizer, export_dir, *, settings=squad_features.WindowSet
           "preprocessing model that tensorflow_text.BertTokenizer reproduces.")
   string = tf.TensorSpec([None], tf.string)
 
-  @tf.function(input_signature=[string, string])
+  @tf.function(input_signature=[string, string], autograph=False)
   def answer(question, context):
     texts, scores, begins, ends = tf.map_fn(
         lambda pair: module.answer_one(pair[0], pair[1]), (question, context),

@@ -77,18 +77,21 @@ def task_outputs(logits, is_regression):
 def save_task_module(module, export_dir):
   """Traces `module`'s serving functions and writes it to `export_dir`, atomically."""
   fields = module.text_fields
+  # The serving functions branch on Python values only: without autograph, converting the
+  # model's source (most of an export's tracing) is not needed.
   serving = tf.function(
-      lambda **texts: module.predict([texts[field] for field in fields])).get_concrete_function(
+      lambda **texts: module.predict([texts[field] for field in fields]),
+      autograph=False).get_concrete_function(
           **{field: tf.TensorSpec([None], tf.string, name=field) for field in fields})
   # `__call__` calls the serving graph instead of tracing the model a second time (the save
   # traces the module's own functions again: a call is cheap to trace, the model is not).
   string_spec = tf.TensorSpec([None], tf.string)
   if len(fields) == 1:
     module.__call__ = tf.function(lambda text: serving(**{fields[0]: text}),
-                                  input_signature=[string_spec])
+                                  input_signature=[string_spec], autograph=False)
   else:
     module.__call__ = tf.function(lambda texts: serving(**dict(zip(fields, texts))),
-                                  input_signature=[[string_spec] * len(fields)])
+                                  input_signature=[[string_spec] * len(fields)], autograph=False)
   with atomic_io.atomic_directory(export_dir, marker="saved_model.pb") as staging:
     tf.saved_model.save(module, staging, signatures={"serving_default": serving})
 

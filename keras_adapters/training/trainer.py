@@ -385,10 +385,13 @@ class Trainer:
     self.model = model
     self._optimizer = optimizer
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
-    self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
+    # No autograph: the step branches on Python values only, and converting the model's and
+    # the optimizer's source took about a third of a short run's first step.
+    self._train_step = tf.function(self._distributed_step, reduce_retracing=True,
+                                   autograph=False)
     self._loss_and_gradients = tf.function(self._replica_loss_and_gradients,
                                            jit_compile=self._jit_compile,
-                                           reduce_retracing=True)
+                                           reduce_retracing=True, autograph=False)
 
   def _new_manager(self) -> tf.train.CheckpointManager:
     """A manager of `write_dir`'s checkpoints, as its `checkpoint` state file lists them."""
