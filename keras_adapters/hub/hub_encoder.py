@@ -140,10 +140,10 @@ def _read_outside_any_strategy(handle):
     return pool.submit(_read_hub_encoder, handle).result()
 
 
-# Its old path: the size up to which a base's read stays kept.
+# Its old path, for reading only: `read_cache.SMALL_BASE_BYTES` is the size up to which a
+# base's read stays kept.
 SMALL_BASE_BYTES = read_cache.SMALL_BASE_BYTES
-_bases = read_cache.ReadCache(
-    lambda read: sum(value.nbytes for value in read.weights.values()))
+_bases = read_cache.ReadCache()
 
 
 def clear_cache():

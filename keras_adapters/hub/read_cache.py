@@ -25,15 +25,21 @@ def cache_key(handle: str) -> Tuple[str, Optional[float]]:
   return (os.path.abspath(handle), os.path.getmtime(saved_model_pb))
 
 
+def weights_nbytes(read) -> int:
+  """The size in bytes of a base's read: its `weights`, a dict of numpy arrays."""
+  return sum(value.nbytes for value in read.weights.values())
+
+
 class ReadCache:
   """`get(handle, read)`: `read(handle)`, called once per SavedModel (as `cache_key`
   names it) while its read is small or held.
 
   Args:
-    nbytes: The size in bytes of what `read` returns (an object a weak reference can name).
+    nbytes: The size in bytes of what `read` returns (an object a weak reference can name);
+      by default its `weights`' size.
   """
 
-  def __init__(self, nbytes):
+  def __init__(self, nbytes=weights_nbytes):
     self._nbytes = nbytes
     self._small = collections.OrderedDict()
     self._in_use = weakref.WeakValueDictionary()

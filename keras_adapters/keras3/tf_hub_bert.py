@@ -119,8 +119,7 @@ def _read(folder):
 
 
 # Each task of a run, and every backbone of a process, converts a base once.
-_bases = read_cache.ReadCache(
-    lambda base: sum(value.nbytes for value in base.weights.values()))
+_bases = read_cache.ReadCache()
 
 
 def _encoder_weights(folder, loaded):

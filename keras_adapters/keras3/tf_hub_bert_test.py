@@ -53,15 +53,9 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     if result.returncode:
       raise AssertionError(result.stderr[-3000:])
     cls.exports = json.loads(result.stdout.strip().splitlines()[-1])
-    # Variants' conversions and TF Hub models' outputs, which several tests check without
-    # changing them: each made once for the class.
-    cls.converted, cls.hub_outputs = {}, {}
-
-  def convert(self, handle):
-    """`kak.from_tf_hub(handle)`, converted once for the class; callers only read it."""
-    if handle not in self.converted:
-      self.converted[handle] = kak.from_tf_hub(handle)
-    return self.converted[handle]
+    # TF Hub models' outputs, which several tests compare with: each computed once for the
+    # class. (`from_tf_hub` itself reads each variant once per process.)
+    cls.hub_outputs = {}
 
   def expected_outputs(self, handle, vocabulary_size, seq_length=10):
     """The TF Hub model at `handle` on `_inputs(vocabulary_size, seq_length)`."""
@@ -95,7 +89,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(*[(name, name) for name in _VARIANTS])
   def test_each_variant_converts_with_its_own_activation(self, name):
     handle, activation = self.exports[name]
-    backbone = self.convert(handle)
+    backbone = kak.from_tf_hub(handle)
     self.assertIsInstance(backbone, keras_hub.models.BertBackbone)
     self.assertEqual(backbone.activation, activation)
     self.assert_same_outputs(handle, backbone)
@@ -103,7 +97,7 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
   def test_a_converted_backbone_saves_and_loads_with_its_activation(self):
     handle, _ = self.exports["legacy_relu_embedding_width"]
     path = f"{self.root}/relu.keras"
-    self.convert(handle).save(path)
+    kak.from_tf_hub(handle).save(path)
     loaded = keras.saving.load_model(path)
     self.assertIsInstance(loaded, backbones.HubBertBackbone)
     self.assertEqual((loaded.activation, loaded.embedding_dim), ("relu", 8))
