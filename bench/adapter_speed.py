@@ -28,7 +28,6 @@ import keras_adapters
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
-import tensorflow as tf
 
 import harness
 
@@ -65,8 +64,7 @@ def _make_runner(mode, setup):
   if mode == "train":
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
     return model, lambda: step(inputs, labels).numpy()
-  forward = tf.function(lambda batch: model(batch, training=False),
-                        input_signature=(harness.INPUTS_SPEC,))
+  forward = harness.make_forward(model)
   return model, lambda: forward(inputs).numpy()
 
 

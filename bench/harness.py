@@ -183,7 +183,7 @@ def make_train_step(model: keras.Model, num_train_steps: int) -> Callable[..., t
         progress_bar=False)
     trainer_step = trainer.step_function()
 
-  @tf.function(input_signature=(INPUTS_SPEC, LABELS_SPEC))
+  @tf.function(input_signature=(INPUTS_SPEC, LABELS_SPEC), autograph=False)
   def step(inputs, labels):
     return trainer_step((inputs, labels))
 
@@ -203,8 +203,10 @@ def encoder_dims(model: keras.Model) -> Tuple[int, int, int, int]:
 
 
 def make_forward(model: keras.Model) -> Callable[..., tf.Tensor]:
-  """`model`'s forward pass without training (inference), traced once for any batch shape."""
-  return tf.function(lambda batch: model(batch, training=False), input_signature=(INPUTS_SPEC,))
+  """`model`'s forward pass without training (inference), traced once for any batch shape
+  (without autograph, as the library traces its own functions)."""
+  return tf.function(lambda batch: model(batch, training=False), input_signature=(INPUTS_SPEC,),
+                     autograph=False)
 
 
 # Timing, shared with the benchmark children that do not load Keras 2.

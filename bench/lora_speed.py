@@ -195,8 +195,7 @@ def _measure_infer():
   unmerged = saving.load_task_model(_artifact_dir(), base_handle=FLAGS.hub_handle)
   merged = saving.load_task_model(_artifact_dir(), base_handle=FLAGS.hub_handle)
   merged_projections = merging.merge(merged)
-  forwards = {name: tf.function(lambda batch, model=model: model(batch, training=False),
-                                input_signature=(harness.INPUTS_SPEC,))
+  forwards = {name: harness.make_forward(model)
               for name, model in (("plain", plain), ("lora_unmerged", unmerged),
                                   ("lora_merged", merged))}
   _, examples = builtin_datasets.load_builtin_task("airline")

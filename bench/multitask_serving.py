@@ -287,8 +287,7 @@ def _measure_adapter_drop():
     (bert,) = [layer for layer in model.layers
                if isinstance(layer, keras_adapters.AdaptedBert)]
     bert.drop_adapters(range(k))
-    forward = tf.function(lambda batch, model=model: model(batch, training=False),
-                          input_signature=(harness.INPUTS_SPEC,))
+    forward = harness.make_forward(model)
     predictions = np.concatenate([np.argmax(forward(batch).numpy(), axis=-1)
                                   for batch, _ in scored])
     accuracy[k] = float(np.mean(predictions == test.labels))

@@ -183,8 +183,7 @@ def _infer_child(row):
   inputs, _ = harness.random_batch(models[_PLAIN], row["batch"], row["seq"], _NUM_CLASSES)
   calls = {}
   for setup, model in models.items():
-    forward = tf.function(lambda batch, model=model: model(batch, training=False),
-                          input_signature=(harness.INPUTS_SPEC,))
+    forward = harness.make_forward(model)
     calls[setup] = lambda forward=forward: forward(inputs).numpy()
   seconds = harness.time_interleaved(calls, rounds=FLAGS.infer_steps,
                                      warmup_steps=FLAGS.warmup_steps)

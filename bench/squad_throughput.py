@@ -116,7 +116,8 @@ def _make_train_step(model, num_train_steps):
   variables = model.trainable_variables
   optimizer = optimization.create_optimizer(learning_rate=1e-4, num_train_steps=num_train_steps)
 
-  @tf.function(input_signature=(harness.INPUTS_SPEC, tf.TensorSpec([None, 2], tf.int32)))
+  @tf.function(input_signature=(harness.INPUTS_SPEC, tf.TensorSpec([None, 2], tf.int32)),
+               autograph=False)
   def step(inputs, labels):
     with tf.GradientTape(watch_accessed_variables=False) as tape:
       tape.watch(variables)
@@ -135,8 +136,7 @@ def _measure_tuning(tuning):
   eval_batches = _padded_batches(_load("dev", tokenizer)[1], FLAGS.eval_batch_size, calls)
   model = _build_model(tuning)
   step = _make_train_step(model, calls)
-  forward = tf.function(lambda inputs: model(inputs, training=False),
-                        input_signature=(harness.INPUTS_SPEC,))
+  forward = harness.make_forward(model)
   train_iter, eval_iter = iter(train_batches), iter(eval_batches)
   train = harness.summarize_ms(harness.time_calls(
       lambda: step(*next(train_iter)).numpy(), steps=FLAGS.steps,

@@ -83,7 +83,7 @@ def bare_loop_steps_per_sec(hub_handle):
                                             num_train_steps=num_steps)
   loss_fn = _loss_fn()
 
-  @tf.function
+  @tf.function(autograph=False)  # As the Trainer's step.
   def step(features, labels):
     with tf.GradientTape() as tape:
       loss = tf.reduce_mean(loss_fn(labels, model(features, training=True)))

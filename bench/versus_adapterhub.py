@@ -173,8 +173,7 @@ def _measure_ours(mode):
     step = harness.make_train_step(model, FLAGS.warmup_steps + FLAGS.steps)
     run, steps = (lambda: step(inputs, labels).numpy()), FLAGS.steps
   else:
-    forward = tf.function(lambda batch: model(batch, training=False),
-                          input_signature=(harness.INPUTS_SPEC,))
+    forward = harness.make_forward(model)
     run, steps = (lambda: forward(inputs).numpy()), FLAGS.infer_steps
   seconds = harness.time_calls(run, steps=steps, warmup_steps=FLAGS.warmup_steps)
   return dict(mode=mode, warmup_steps=FLAGS.warmup_steps, timed_steps=len(seconds),
