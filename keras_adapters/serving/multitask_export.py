@@ -27,7 +27,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_hub as hub
 import tf_keras as keras
 
 from keras_adapters.hub import adapter_artifact
@@ -95,14 +94,16 @@ def export_multitask(base_handle, tasks, export_dir, *, preprocess_handle=None,
   specs = [_TaskSpec.read(name, directory, base.fingerprint, preprocess_handle)
            for name, directory in _checked_tasks(tasks).items()]
   _check_shared_arguments(specs, base.config)
-  for handle in sorted({spec.preprocessing.handle for spec in specs}):
-    compatibility.check_preprocessor(
-        compatibility.load_preprocessor(handle), base.config,
-        encoder_tokenizer=base.tokenizer, handle=handle)
+  # Loaded once per process (`load_preprocessor`): the checks and the SavedModel use the same.
+  preprocessors = {handle: compatibility.load_preprocessor(handle)
+                   for handle in sorted({spec.preprocessing.handle for spec in specs})}
+  for handle, preprocessor in preprocessors.items():
+    compatibility.check_preprocessor(preprocessor, base.config,
+                                     encoder_tokenizer=base.tokenizer, handle=handle)
   encoder = adapted_bert_encoder.AdaptedBertEncoder(
       **base.config, adapter_size=None, name="bert_encoder")
   hub_encoder.copy_weights(encoder, base)
-  module = _MultitaskModule(encoder, specs, base.config["layer_norm_epsilon"])
+  module = _MultitaskModule(encoder, specs, preprocessors, base.config["layer_norm_epsilon"])
   signatures = {spec.name: module.task_signature(index) for index, spec in enumerate(specs)}
   signatures[ROUTED_SIGNATURE] = signatures["serving_default"] = module.routed_signature()
   with atomic_io.atomic_directory(export_dir, marker="saved_model.pb") as staging:
@@ -224,7 +225,7 @@ def _same_row_counts(task, text, text_pair):
 class _MultitaskModule(tf.Module):
   """The shared encoder, the stacked task parameters and heads, and the serving functions."""
 
-  def __init__(self, encoder, specs, layer_norm_epsilon):
+  def __init__(self, encoder, specs, preprocessors, layer_norm_epsilon):
     super().__init__(name="multitask")
     self._encoder = task_export.keras_model_in_module(self, encoder)
     self.specs = specs
@@ -234,9 +235,8 @@ class _MultitaskModule(tf.Module):
         layer_norm_epsilon=layer_norm_epsilon,
         adapter_options=[spec.adapter_options for spec in specs],
         set_configs=[spec.config["adapter_config"] for spec in specs])
-    handles = sorted({spec.preprocessing.handle for spec in specs})
-    self.preprocessors = [hub.load(handle) for handle in handles]
-    self._preprocessor_index = {handle: index for index, handle in enumerate(handles)}
+    self.preprocessors = list(preprocessors.values())
+    self._preprocessor_index = {handle: index for index, handle in enumerate(preprocessors)}
     # Tasks that pack their text alike share one packing graph, one per group, so the
     # SavedModel's graphs (and the memory they take once loaded) do not grow with the tasks.
     self.packings = sorted({_packing(spec) for spec in specs})

@@ -6,8 +6,6 @@ The serving module and what every export of this package checks before it replac
 
 import contextlib
 
-import tensorflow_hub as hub
-
 from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
 from keras_adapters.models import merging
@@ -93,6 +91,6 @@ def export_task_from_artifact(directory, export_dir, *, base_handle=None,
   config = adapter_artifact.read_adapter_config(directory)
   preprocessing = adapter_artifact.preprocessing_config(config, directory, preprocess_handle)
   return export_task(
-      model, hub.load(preprocessing.handle), export_dir,
+      model, compatibility.load_preprocessor(preprocessing.handle), export_dir,
       text_fields=preprocessing.text_fields, seq_length=preprocessing.seq_length,
       label_names=model.head_config.label_names)
