@@ -19,6 +19,7 @@ from keras_adapters.models import saving
 from keras_adapters.models import testing as models_testing
 from keras_adapters.serving import task_export
 from keras_adapters.utils import precision
+from keras_adapters.utils import testing as utils_testing
 
 _SEQ_LENGTH = 12
 
@@ -56,6 +57,20 @@ class TaskExportTest(tf.test.TestCase, parameterized.TestCase):
     inputs = self.preprocessor.bert_pack_inputs(
         [self.preprocessor.tokenize(tf.constant(t)) for t in texts], _SEQ_LENGTH)
     return model(inputs, training=False)
+
+  def test_the_serving_functions_are_traced_without_autograph(self):
+    """Autograph would convert the model's source as each serving function is first traced;
+    they branch on Python values only."""
+    model = classifier.build_classifier(adapted_bert.AdaptedBert(self.handle, adapter_size=2), 2)
+    with utils_testing.autograph_conversions() as converted:
+      path = task_export.export_task(model, self.preprocessor, self.create_tempdir().full_path,
+                                     seq_length=_SEQ_LENGTH, label_names=["a", "b"])
+    # Only the wrapper that tf.saved_model.save puts around each signature, which calls the
+    # graph already traced.
+    self.assertEqual(set(converted), {"canonicalize_signatures.<locals>.signature_wrapper"})
+    self.assertAllClose(tf.saved_model.load(path).signatures["serving_default"](
+        text=tf.constant(["a b c"]))["probabilities"],
+                        tf.nn.softmax(self._expected(model, ["a b c"])), atol=1e-5, rtol=0)
 
   @parameterized.named_parameters(
       ("lora", lora.LoRAConfig(r=2, target_modules=("query", "value", "output"),

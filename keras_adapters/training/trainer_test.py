@@ -22,6 +22,7 @@ import tf_keras as keras
 from keras_adapters.training import distribution
 from keras_adapters.training import trainer
 from keras_adapters.utils import precision
+from keras_adapters.utils import testing
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _NUM_STEPS = 8
@@ -145,6 +146,13 @@ class TrainerTest(tf.test.TestCase):
     """The optimizer's slots exist before the first step, so its trace is the only one."""
     self.assertEqual(self._reference._train_step.experimental_get_tracing_count(), 1)
     self.assertEqual(self._reference._loss_and_gradients.experimental_get_tracing_count(), 1)
+
+  def test_the_step_is_traced_without_autograph(self):
+    """Autograph would convert the step's, the model's and the optimizer's source as the step
+    is first traced; the step branches on Python values only."""
+    with testing.autograph_conversions() as converted:
+      _make_trainer(self.create_tempdir().full_path, num_train_steps=1).train()
+    self.assertEmpty([name for name in converted if name.startswith("Trainer.")], converted)
 
   def test_same_seed_same_weights(self):
     same_seed = _make_trainer(self.create_tempdir().full_path)
