@@ -266,7 +266,7 @@ class _MultitaskModule(tf.Module):
     # Every task signature calls its packing's function (the task a tensor), so the
     # SavedModel holds one graph of the encoder per packing and one routed, however many
     # tasks it serves. No autograph in any of them: they branch on Python values only, and
-    # converting the encoder's source took 40% of an export.
+    # converting the encoder's source was most of an export's tracing.
     self.packed_task_logits = [
         tf.function(functools.partial(self._packed_task_logits, packing), autograph=False,
                     input_signature=[

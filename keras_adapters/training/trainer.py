@@ -386,7 +386,7 @@ class Trainer:
     self._optimizer = optimizer
     # Per-batch padding gives a few distinct sequence lengths: trace once for all of them.
     # No autograph: the step branches on Python values only, and converting the model's and
-    # the optimizer's source took about a third of a short run's first step.
+    # the optimizer's source was most of the tracing of a short run's first step.
     self._train_step = tf.function(self._distributed_step, reduce_retracing=True,
                                    autograph=False)
     self._loss_and_gradients = tf.function(self._replica_loss_and_gradients,
