@@ -72,7 +72,7 @@ def _set_up_keeping_tensorflow_s_functions(self):
   TensorFlow clears its eager kernel cache whenever the global seed is set (so that stateful
   random ops restart their streams), and with it every function instantiated so far: the
   session's preprocessing models, encoders and steps were optimised again in each test that
-  called them, about 6% of the suite. Each test still starts from the same global seed, and
+  called them. Each test still starts from the same global seed, and
   from the same Python and NumPy seeds; a test that needs a stateful random op's stream from
   its start sets the seed itself (`tf.random.set_seed`, `keras.utils.set_random_seed` clear
   the cache as before), as the library's runs do.
