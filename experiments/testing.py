@@ -44,6 +44,6 @@ def cli_error(main, argv):
   try:
     run_main(main, argv)
   except Exception as error:  # pylint: disable=broad-except
-    return cli.error_report(error)
+    return cli.error_report(error, cli.project_roots(main))
   return 0, []
 

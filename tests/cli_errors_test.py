@@ -129,6 +129,20 @@ def _raised(function):
 class ErrorKindTest(parameterized.TestCase):
   """Exit statuses by who can fix the error, in-process."""
 
+  def test_a_check_in_the_script_s_own_folder_is_ours_for_its_run_only(self):
+    """A `raise` in a module beside the script (bench/'s harness) wrote its message for the
+    user in that script's run; elsewhere the file is not this project's."""
+    folder = self.create_tempdir()
+    folder.create_file("beside_script.py", "def check():\n  raise ValueError('bad')\n")
+    sys.path.insert(0, folder.full_path)
+    self.addCleanup(sys.path.remove, folder.full_path)
+    import beside_script  # pylint: disable=g-import-not-at-top,import-error
+    self.addCleanup(sys.modules.pop, "beside_script")
+    error = _raised(beside_script.check)
+    self.assertEqual(cli.error_kind(error, cli.project_roots(beside_script.check)), (2, None))
+    self.assertEqual(cli.error_kind(error)[0], 1)
+    self.assertIn("a bug", cli.error_kind(error)[1])
+
   @parameterized.named_parameters(
       ("library_usage_error", lambda: errors.UsageError("x"), 2, None),
       ("library_data_error", lambda: errors.DataError("x"), 2, None),

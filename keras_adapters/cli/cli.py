@@ -57,9 +57,9 @@ _USAGE_ERRORS = (errors.UsageError, app.UsageError, flags.Error, FileNotFoundErr
 # A run that failed with valid settings: a disk or network error, no memory left.
 _RUN_FAILURES = (errors.RunFailedError, OSError, MemoryError, tf.errors.UnavailableError,
                  tf.errors.DeadlineExceededError, tf.errors.DataLossError)
-# Where this project's code lives: the package these command lines are part of, and the
-# folder of the script `run` runs (bench/'s, beside its modules). Their log lines are shown.
-_OUR_ROOTS = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep]
+# Where this project's code lives: the package these command lines are part of (and, for a
+# run, the folder of its script: `project_roots`).
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 USAGE_EXIT_STATUS = 2
 FAILURE_EXIT_STATUS = 1
 _VERBOSE_HINT = "Rerun with --verbose for the traceback."
@@ -68,12 +68,18 @@ _BUG_HINT = ("This is a bug, not a mistake in what you gave: rerun with --verbos
 
 def run(main):
   """Runs `main(argv)` like `absl.app.run`, with quiet logs and one-line errors."""
-  module = sys.modules[main.__module__]
-  _help_from(module)
-  if getattr(module, "__file__", None):
-    _OUR_ROOTS.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+  _help_from(sys.modules[main.__module__])
   sys.stdout = LineTracker(sys.stdout)
-  app.run(lambda argv: _run_main(main, argv), flags_parser=_parse_flags)
+  roots = project_roots(main)
+  app.run(lambda argv: _run_main(main, argv, roots), flags_parser=_parse_flags)
+
+
+def project_roots(main):
+  """The folders of this project's code for a run of `main`: the package's, and that of
+  `main`'s file (bench/'s, beside its modules). Their log lines are shown, and a `raise` in
+  them is a message for the user."""
+  path = getattr(sys.modules[main.__module__], "__file__", None)
+  return (_PACKAGE_ROOT,) + ((os.path.dirname(os.path.abspath(path)) + os.sep,) if path else ())
 
 
 def _help_from(module):
@@ -167,29 +173,31 @@ def expand_home(flag_values=FLAGS):
           if isinstance(item, str) else item for item in flag.value]
 
 
-def _run_main(main, argv):
+def _run_main(main, argv, roots):
   if not FLAGS.verbose:
-    _show_only_our_logs()
+    _show_only_our_logs(roots)
   try:
     check_arguments(argv)
     return interruption.call(main, argv)  # Ctrl-C and SIGTERM: one line, no traceback.
   except Exception as error:  # pylint: disable=broad-except
     if FLAGS.verbose:
       raise
-    status, lines = error_report(error)
+    status, lines = error_report(error, roots)
     _exit(lines[0], status, *lines[1:])
 
 
-def error_report(error):
+def error_report(error, roots=(_PACKAGE_ROOT,)):
   """The exit status of `error` and the lines `script.py: error: ` leads: its message on one
-  line (library arguments written as flags), then the hint, if any."""
-  status, hint = error_kind(error)
+  line (library arguments written as flags), then the hint, if any; `roots` as
+  `error_kind`'s."""
+  status, hint = error_kind(error, roots)
   message = flag_message(_one_line(error, with_type=hint == _BUG_HINT))
   return status, [message] + ([hint] if hint else [])
 
 
-def error_kind(error):
-  """The exit status of `error` and the line, if any, to print after its message."""
+def error_kind(error, roots=(_PACKAGE_ROOT,)):
+  """The exit status of `error` and the line, if any, to print after its message; a `raise`
+  in the files under `roots` (`project_roots`) wrote a message for the user."""
   if isinstance(error, _USAGE_ERRORS):
     return USAGE_EXIT_STATUS, None
   if isinstance(error, _RUN_FAILURES):
@@ -200,7 +208,7 @@ def error_kind(error):
                                                                         "path") is not None:
     return ((USAGE_EXIT_STATUS, None) if isinstance(error, tf.errors.UnimplementedError)
             else (FAILURE_EXIT_STATUS, _VERBOSE_HINT))
-  if _raised_by_this_project(error):
+  if _raised_by_this_project(error, roots):
     # A message written here for the user, raised as a built-in type that says less
     # (`ValueError` for a bad argument, `RuntimeError` for a failed run).
     if isinstance(error, ValueError):
@@ -211,8 +219,8 @@ def error_kind(error):
   return FAILURE_EXIT_STATUS, _BUG_HINT
 
 
-def _raised_by_this_project(error):
-  """Whether a `raise` statement in this project's code raised `error`."""
+def _raised_by_this_project(error, roots):
+  """Whether a `raise` statement in this project's code (under `roots`) raised `error`."""
   traceback = error.__traceback__
   if traceback is None:
     return False
@@ -220,7 +228,7 @@ def _raised_by_this_project(error):
     traceback = traceback.tb_next
   code = traceback.tb_frame.f_code
   # The instruction that raised, not the source line: the file may have changed since.
-  return (os.path.abspath(code.co_filename).startswith(tuple(_OUR_ROOTS)) and any(
+  return (os.path.abspath(code.co_filename).startswith(roots) and any(
       instruction.offset == traceback.tb_lasti and instruction.opname == "RAISE_VARARGS"
       for instruction in dis.get_instructions(code)))
 
@@ -243,7 +251,7 @@ def _exit(message, status, hint=None):
   sys.exit(status)
 
 
-def _show_only_our_logs():
+def _show_only_our_logs(roots):
   """Shows this project's log lines, plainly, and only the errors of everything else.
 
   TensorFlow, Keras and the Model Garden log SavedModel internals and settings at INFO and
@@ -255,7 +263,7 @@ def _show_only_our_logs():
   handler = absl_logging.get_absl_handler()
   handler.setFormatter(logging.Formatter("%(message)s"))
   handler.addFilter(lambda record: record.levelno >= logging.ERROR or any(
-      record.pathname.startswith(root) for root in _OUR_ROOTS))
+      record.pathname.startswith(roots)))
 
 
 # A Python literal after `argument=` that is written differently as a flag value.
