@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 
 from absl.testing import parameterized
 import numpy as np
@@ -116,6 +117,39 @@ class CliErrorsTest(tf.test.TestCase):
       process = self.results[name]
       self.assertEqual(process.returncode, 1, process.stderr[-3000:])
       self.assertEqual(process.stderr.strip().splitlines(), [f"-c: error: {message}", hint])
+
+
+class LogLinesTest(tf.test.TestCase):
+
+  def test_a_run_shows_its_own_log_lines_and_only_the_errors_of_other_code(self):
+    """A script's own INFO lines (and the package's) show, plainly; another folder's show
+    only from ERROR on."""
+    script, elsewhere = self.create_tempdir(), self.create_tempdir()
+    elsewhere.create_file("other_code.py", textwrap.dedent("""\
+        from absl import logging
+        def log():
+          logging.info("their info")
+          logging.error("their error")
+        """))
+    path = script.create_file("script.py", textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {elsewhere.full_path!r})
+        from absl import logging
+        from experiments import cli
+        import other_code
+        def main(argv):
+          logging.info("our info")
+          other_code.log()
+        cli.run(main)
+        """)).full_path
+    process = subprocess.run(warm_python.command(path), cwd=_REPO_ROOT, capture_output=True,
+                             text=True, check=False,
+                             env=dict(os.environ, PYTHONPATH=_REPO_ROOT))
+    self.assertEqual(process.returncode, 0, process.stderr[-3000:])
+    lines = process.stderr.splitlines()
+    self.assertIn("our info", lines)
+    self.assertIn("their error", lines)
+    self.assertNotIn("their info", process.stderr)
 
 
 def _raised(function):

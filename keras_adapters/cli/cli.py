@@ -262,8 +262,8 @@ def _show_only_our_logs(roots):
     absl_logging.set_verbosity(absl_logging.INFO)
   handler = absl_logging.get_absl_handler()
   handler.setFormatter(logging.Formatter("%(message)s"))
-  handler.addFilter(lambda record: record.levelno >= logging.ERROR or any(
-      record.pathname.startswith(roots)))
+  handler.addFilter(lambda record: record.levelno >= logging.ERROR
+                    or record.pathname.startswith(roots))
 
 
 # A Python literal after `argument=` that is written differently as a flag value.
