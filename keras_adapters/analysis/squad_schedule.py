@@ -26,6 +26,7 @@ from keras_adapters.core import config_definitions
 from keras_adapters.core import grid
 from keras_adapters.data import squad
 from keras_adapters.tasks import question_answering
+from keras_adapters.utils import atomic_io
 from keras_adapters.utils import provenance
 
 SEARCH_FILE = "schedule_search.json"
@@ -119,9 +120,15 @@ def run_selected(train: squad.SquadData, dev: squad.SquadData,
                  base_config: config_definitions.ExperimentConfig,
                  squad_config: question_answering.SquadConfig,
                  search: Mapping[str, Mapping[str, Any]], num_layers: int, model_dir: str,
-                 results_dir: str, *, run_squad: RunSquad) -> Dict[str, Any]:
+                 results_dir: str, *, run_squad: RunSquad,
+                 equal_budget: Optional[Mapping[str, Mapping[str, Any]]] = None
+                 ) -> Dict[str, Any]:
   """Trains each method's selected point on `squad_config`'s budget, scores it on `dev`;
-  writes and returns `paper_schedule.json` (and `.md`)."""
+  writes and returns `paper_schedule.json`.
+
+  `paper_schedule.md` (with `equal_budget`'s rows, see `markdown`) is written beside it after
+  every row, so that a run stopped before its last method leaves the two files alike.
+  """
   selection = select(search)
   points = {point.key: point for point in search_points(base_config, num_layers)}
   path = os.path.join(results_dir, SELECTED_FILE)
@@ -143,6 +150,7 @@ def run_selected(train: squad.SquadData, dev: squad.SquadData,
 
   def write(records):
     grid.write(path, dict(identity=identity, methods=records))
+    write_markdown(results_dir, dict(methods=records), search, equal_budget)
 
   records = grid.run([grid.Point(method) for method in selection], run_point,
                      done=done, write=write)
@@ -199,6 +207,15 @@ def markdown(selected: Mapping[str, Any], search: Mapping[str, Mapping[str, Any]
   lines += [f"| {key} | {row['exact_match']:.2f} | {row['f1']:.2f} | "
             f"{row['train_minutes']:.1f} |" for key, row in search.items()]
   return "\n".join(lines) + "\n"
+
+
+def write_markdown(results_dir: str, selected: Mapping[str, Any],
+                   search: Mapping[str, Mapping[str, Any]],
+                   equal_budget: Optional[Mapping[str, Mapping[str, Any]]]) -> str:
+  """Writes `markdown(...)` to `<results_dir>/paper_schedule.md`; returns it."""
+  table = markdown(selected, search, equal_budget)
+  atomic_io.write_text(os.path.join(results_dir, SELECTED_MARKDOWN), table)
+  return table
 
 
 def _markdown_row(method, schedule, row):

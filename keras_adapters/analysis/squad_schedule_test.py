@@ -10,6 +10,7 @@ from keras_adapters.core import grid
 from keras_adapters.data import squad
 from keras_adapters.data import squad_testing
 from keras_adapters.tasks import question_answering
+from keras_adapters.utils import atomic_io
 
 
 def _fake_f1(settings):
@@ -156,6 +157,18 @@ class SquadScheduleTest(tf.test.TestCase):
     selected = self._selected(changed, runs)
     self.assertEqual([call[0] for call in runs.calls], ["full"])
     self.assertEqual(selected["methods"]["full"]["selected_by"]["search_key"], "full-lr5e-05-e2")
+
+  def test_a_run_stopped_before_its_last_method_leaves_its_table_beside_its_record(self):
+    search = self._search(FakeRuns())
+    with self.assertRaises(KeyboardInterrupt):
+      self._selected(search, FakeRuns(fail_at=2))
+    record = atomic_io.read_json(os.path.join(self.results_dir, squad_schedule.SELECTED_FILE))
+    self.assertEqual(list(record["methods"]), ["adapters", "full"])
+    with open(os.path.join(self.results_dir, squad_schedule.SELECTED_MARKDOWN)) as f:
+      table = f.read()
+    self.assertEqual(table, squad_schedule.markdown(record, search, None))
+    self.assertIn("| full | selected |", table)
+    self.assertNotIn("| lora | selected |", table)
 
   def _selected(self, search, runs):
     return squad_schedule.run_selected(self.train, self.dev, self.config, self.squad_config,

@@ -134,12 +134,11 @@ def run_paper_schedule(train, dev, config, squad_config):
   num_layers = hub_encoder.read_hub_encoder(config.model.hub_handle).config["num_layers"]
   search = squad_schedule.run_search(train, config, squad_config, num_layers, FLAGS.model_dir,
                                      FLAGS.results_dir, run_squad=_run)
+  equal_budget = atomic_io.read_json(os.path.join(FLAGS.results_dir, RESULTS_JSON))
   selected = squad_schedule.run_selected(train, dev, config, squad_config, search, num_layers,
-                                         FLAGS.model_dir, FLAGS.results_dir, run_squad=_run)
-  table = squad_schedule.markdown(
-      selected, search, atomic_io.read_json(os.path.join(FLAGS.results_dir, RESULTS_JSON)))
-  atomic_io.write_text(os.path.join(FLAGS.results_dir, squad_schedule.SELECTED_MARKDOWN), table)
-  return table
+                                         FLAGS.model_dir, FLAGS.results_dir, run_squad=_run,
+                                         equal_budget=equal_budget)
+  return squad_schedule.write_markdown(FLAGS.results_dir, selected, search, equal_budget)
 
 
 def run_methods(train, dev, base_config, squad_config):
