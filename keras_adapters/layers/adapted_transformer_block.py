@@ -1,12 +1,12 @@
 """A BERT Transformer encoder block with bottleneck adapters in its sub-layers."""
 
-import math
 from typing import Callable, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
+from keras_adapters.layers import activations
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import self_attention as self_attention_lib
 from keras_adapters.methods import projection_delta
@@ -133,7 +133,8 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     # The activation apart from its projection, which a method may change before it.
     self.intermediate = keras.layers.Dense(
         self.intermediate_size, dtype=self.dtype_policy, name="intermediate")
-    self.intermediate_activation = _activation(self.activation)
+    self.intermediate_activation = activations.get(self.activation)
+    self._training_activation = activations.get(self.activation, training=True)
     self.output_dense = keras.layers.Dense(hidden_size, dtype=self.dtype_policy, name="output")
     self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.output_layer_norm = self._layer_norm("output_layer_norm")
@@ -219,11 +220,13 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     attention = _join(adapters.attention_adapter, attention, inputs,
                       adapters.self_attention_layer_norm)
 
+    # A training call's activation has a one-pass gradient (`activations`), same values.
+    activation = (self._training_activation if activations.is_training_call(training)
+                  else self.intermediate_activation)
     intermediate = projection_delta.apply_projection(
         projections.get("intermediate", ()), attention, self.intermediate, training)
     feedforward = projection_delta.apply_projection(
-        projections.get("output", ()), self.intermediate_activation(intermediate),
-        self.output_dense, training)
+        projections.get("output", ()), activation(intermediate), self.output_dense, training)
     feedforward = self.output_dropout(feedforward, training=training)
     return _join(adapters.feedforward_adapter, feedforward, attention,
                  adapters.output_layer_norm)
@@ -258,25 +261,6 @@ def _join(adapter, hidden, sublayer_input, layer_norm):
   return adapter(hidden, sublayer_input=sublayer_input, layer_norm=layer_norm)
 
 
-@keras.utils.register_keras_serializable(package="keras_adapters")
-def gelu_approximate(x):
-  """The tanh approximation of GELU used by the original BERT code."""
-  return keras.activations.gelu(x, approximate=True)
-
-
-@keras.utils.register_keras_serializable(package="keras_adapters")
-def gelu_exact(x):
-  """The exact (erf) GELU of the TF Hub BERT exports, `x * Phi(x)`.
-
-  Keras' and TF's `gelu` compute it with `erfc`, which TensorFlow's CPU kernel does not
-  vectorise: written with `erf` it runs about twice as fast, equal to 1e-6.
-  """
-  return 0.5 * x * (1.0 + tf.math.erf(x * _SQRT_HALF))
-
-
-_SQRT_HALF = math.sqrt(0.5)
-_ACTIVATIONS = {"gelu": gelu_exact, "gelu_approximate": gelu_approximate}
-
-
-def _activation(name):
-  return _ACTIVATIONS.get(name) or keras.activations.get(name)
+# Their old import path, kept: the activations moved to `activations`.
+gelu_approximate = activations.gelu_approximate
+gelu_exact = activations.gelu_exact

@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
+from keras_adapters.layers import activations
 from keras_adapters.methods import projection_delta
 
 # The projections into heads, and the one out of them (Keras' sub-layer names).
@@ -136,9 +137,8 @@ class SelfAttention(keras.layers.Layer):
                   (1.0 - tf.cast(attention_mask[:, tf.newaxis], tf.float32)) * -1e9)
     # Only a training call has a backward pass to spare memory for; inference (and the
     # SavedModels exported from it) keeps autodiff's plain graph.
-    training_call = training is not None and not tf.is_tensor(training) and bool(training)
-    if training_call and recompute_for_length(self.recompute_attention,
-                                              inputs.shape[1]) == "always":
+    if (activations.is_training_call(training)
+        and recompute_for_length(self.recompute_attention, inputs.shape[1]) == "always"):
       context = self._recomputed_attention(query, key, value, score_bias)
     else:
       probabilities = self.attention_dropout(
