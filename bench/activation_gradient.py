@@ -1,0 +1,85 @@
+"""A GELU's forward and backward pass: autodiff's elementwise ops against the one-pass gradient.
+
+A training call of every Transformer block computes its feed-forward activation and, in the
+backward pass, that activation's gradient, on `[batch × seq, intermediate]` values: on the
+default base at 32 × 128 tokens, 4,096 × 1,536 once per block. Autodiff takes the gradient
+op by op; `keras_adapters.layers.activations` gives training calls the same function with its
+derivative compiled by XLA into one pass. Both are timed here as a training step runs them
+(a `tf.function` with a gradient tape, the output gradient given), in turns, `--steps` calls
+each after `--warmup_steps`, for the exact GELU and its tanh form; the figures are medians
+and the ratio one pass / autodiff.
+
+  python bench/activation_gradient.py      # bench/results/activation_gradient.json
+"""
+
+import os
+
+# First, before TensorFlow loads: a command line's quiet logs and one-line errors.
+from keras_adapters.cli import cli
+# Keras 2 and the CPU's kernels are chosen when keras_adapters loads, before TensorFlow does.
+import keras_adapters  # pylint: disable=unused-import
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import flags
+import tensorflow as tf
+
+import harness
+from keras_adapters.layers import activations
+
+# The default base's feed-forward shape at the benchmarks' 32 × 128 tokens.
+flags.DEFINE_integer("tokens", 32 * 128, "Rows of activations (batch × sequence length).",
+                     lower_bound=1)
+flags.DEFINE_integer("width", 1536, "The feed-forward inner width.", lower_bound=1)
+flags.DEFINE_integer("steps", 20, "Timed calls of each setup.", lower_bound=1)
+flags.DEFINE_integer("warmup_steps", 3, "Untimed calls of each setup first (tracing, XLA).",
+                     lower_bound=0)
+flags.DEFINE_string("output", os.path.join(harness.RESULTS_DIR, "activation_gradient.json"),
+                    "Where to write the results (JSON).")
+FLAGS = flags.FLAGS
+
+_NAMES = ("gelu", "gelu_approximate")
+_GRADIENTS = {"autodiff": False, "one_pass": True}
+
+
+def _forward_and_backward(activation):
+  """`activation`'s values and its input's gradient, as a training step takes them."""
+
+  @tf.function(autograph=False)
+  def run(x, output_gradient):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = activation(x)
+    return y, tape.gradient(y, x, output_gradients=output_gradient)
+
+  return run
+
+
+def main(argv):
+  del argv
+  shape = [FLAGS.tokens, FLAGS.width]
+  x = tf.random.stateless_normal(shape, seed=[0, 0])
+  output_gradient = tf.random.stateless_normal(shape, seed=[0, 1])
+  runs = {}
+  for name in _NAMES:
+    for gradient, training in _GRADIENTS.items():
+      run = _forward_and_backward(activations.get(name, training=training))
+      runs[f"{name}/{gradient}"] = lambda run=run: run(x, output_gradient)[1].numpy()
+  seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
+  timings = {key: harness.summarize_ms(values) for key, values in seconds.items()}
+  ratios = {name: timings[f"{name}/one_pass"]["median_ms"]
+                  / timings[f"{name}/autodiff"]["median_ms"] for name in _NAMES}
+  record = dict(
+      benchmark="activation_gradient", machine=harness.machine_info(),
+      settings=dict(tokens=FLAGS.tokens, width=FLAGS.width, steps=FLAGS.steps,
+                    warmup_steps=FLAGS.warmup_steps,
+                    fuse_from_elements=activations.FUSE_FROM_ELEMENTS),
+      timings=timings, one_pass_over_autodiff=ratios)
+  harness.write_record(FLAGS.output, record)
+  print(harness.markdown_table(
+      ["activation", "autodiff ms", "one pass ms", "one pass / autodiff"],
+      [[name, timings[f"{name}/autodiff"]["median_ms"], timings[f"{name}/one_pass"]["median_ms"],
+        ratios[name]] for name in _NAMES]))
+
+
+if __name__ == "__main__":
+  cli.run(main)
