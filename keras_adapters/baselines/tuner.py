@@ -4,7 +4,10 @@ keras-tuner 1.4's stock tuners only accept Keras 3 models, so `AutoMLTuner` subc
 `BaseTuner` and builds, trains and scores the tf_keras model itself in `run_trial`. The
 oracle (random search, Bayesian optimisation or Hyperband) proposes configurations and keeps
 its state and every trial in the project folder: a search that is killed resumes where it
-stopped, re-running the trial it was in.
+stopped, re-running the trial it was in. keras-tuner writes its state files in place
+(`open(path, "w")`, then the text), so a kill between the two would leave an empty file that
+the resumption cannot read: the oracle's, the tuner's and each trial's are written
+atomically here instead.
 """
 
 import math
@@ -30,6 +33,8 @@ _MAX_CONSECUTIVE_FAILURES = 5
 _HYPERBAND_FACTOR = 3
 _WEIGHTS = "weights"
 SECONDS_FILE = "seconds.json"
+# keras-tuner's name for a trial's state in its folder, which `Oracle.reload` globs.
+_TRIAL_FILE = "trial.json"
 
 
 def objective_name(spec: examples_lib.TaskSpec) -> str:
@@ -58,19 +63,35 @@ def make_oracle(name: str, *, objective: str, max_trials: int, max_epochs: float
   common = dict(objective=keras_tuner.Objective(objective, "max"), seed=seed + 1,
                 max_consecutive_failed_trials=_MAX_CONSECUTIVE_FAILURES)
   if name == "random":
-    return keras_tuner.oracles.RandomSearchOracle(max_trials=max_trials, **common)
+    return _atomic(keras_tuner.oracles.RandomSearchOracle)(max_trials=max_trials, **common)
   if name == "bayesian":
     # keras-tuner's default of 3 random trials per knob (63) would leave nothing for the
     # Gaussian process in a budget of tens of trials: a third of the budget is random.
-    return keras_tuner.oracles.BayesianOptimizationOracle(
+    return _atomic(keras_tuner.oracles.BayesianOptimizationOracle)(
         max_trials=max_trials, num_initial_points=max(2, max_trials // 3), **common)
   if name == "hyperband":
-    oracle = keras_tuner.oracles.HyperbandOracle(
+    oracle = _atomic(keras_tuner.oracles.HyperbandOracle)(
         max_epochs=math.ceil(max_epochs), factor=_HYPERBAND_FACTOR, **common)
     # HyperbandOracle takes no max_trials, but the base Oracle honours the attribute.
     oracle.max_trials = max_trials
     return oracle
   raise errors.UsageError(f"Unknown oracle {name!r}; choose from {list(ORACLES)}.")
+
+
+def _atomic(oracle_class):
+  """`oracle_class` with its state and its trials' written atomically."""
+
+  class Oracle(oracle_class):
+
+    def save(self):
+      atomic_io.write_json(self._get_oracle_fname(), self.get_state())
+
+    def _save_trial(self, trial):
+      atomic_io.write_json(os.path.join(self._get_trial_dir(trial.trial_id), _TRIAL_FILE),
+                           trial.get_state())
+
+  Oracle.__name__ = Oracle.__qualname__ = oracle_class.__name__
+  return Oracle
 
 
 class AutoMLTuner(base_tuner.BaseTuner):
@@ -104,6 +125,12 @@ class AutoMLTuner(base_tuner.BaseTuner):
     self.validation_examples = splits["validation"]
     self.batch_size = batch_size
     self.seed = seed
+
+  def save(self):
+    # `BaseTuner.save`, with the tuner's file written atomically (the oracle's is by `_atomic`).
+    if not self._is_worker():
+      self.oracle.save()
+    atomic_io.write_json(self._get_tuner_fname(), self.get_state())
 
   def run_trial(self, trial, *args, **kwargs) -> Dict[str, float]:
     del args, kwargs  # The data is the tuner's.

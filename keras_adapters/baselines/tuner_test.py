@@ -7,6 +7,7 @@ import os
 from unittest import mock
 
 from absl.testing import parameterized
+from keras_tuner.src import utils as keras_tuner_utils
 import tensorflow as tf
 
 from keras_adapters.baselines import deep_and_wide
@@ -62,6 +63,20 @@ class TunerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(trials[3].metrics.get_last_value("epochs"), 3)
     self.assertTrue(os.path.exists(
         os.path.join(tuner.get_trial_dir(best_first.trial_id), "weights.index")))
+
+  def test_state_files_are_written_atomically_and_reload(self):
+    """keras-tuner's own writer, which writes in place, is never called: the oracle's, the
+    tuner's and each trial's state go through atomic writes (a kill mid-write leaves the
+    previous file), in keras-tuner's format, so a new tuner on the folder resumes from them."""
+    with mock.patch.object(keras_tuner_utils, "save_json",
+                           side_effect=AssertionError("written in place")):
+      tuner = self._tuner(max_trials=2)
+      tuner.search()
+    resumed = self._tuner(max_trials=2)
+    self.assertEqual({i: t.status for i, t in resumed.oracle.trials.items()},
+                     {"0": "COMPLETED", "1": "COMPLETED"})
+    self.assertEqual(resumed.oracle.get_best_trials(1)[0].trial_id,
+                     tuner.oracle.get_best_trials(1)[0].trial_id)
 
   def test_diverged_trial_fails_and_the_search_goes_on(self):
     calls = []
