@@ -10,6 +10,7 @@ the resumption cannot read: the oracle's, the tuner's and each trial's are writt
 atomically here instead.
 """
 
+import json
 import math
 import os
 import time
@@ -131,6 +132,17 @@ class AutoMLTuner(base_tuner.BaseTuner):
     if not self._is_worker():
       self.oracle.save()
     atomic_io.write_json(self._get_tuner_fname(), self.get_state())
+
+  def reload(self):
+    try:
+      super().reload()
+    except json.JSONDecodeError as e:
+      # Written in place before these files were written atomically, a file of a search
+      # killed mid-write is empty.
+      raise errors.UsageError(
+          f"The search in {self.project_dir} cannot resume: a file of its state is not JSON "
+          f"({e}), as a search killed while writing it leaves it. Delete that folder to "
+          "search again from the start.") from None
 
   def run_trial(self, trial, *args, **kwargs) -> Dict[str, float]:
     del args, kwargs  # The data is the tuner's.

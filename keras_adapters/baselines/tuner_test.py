@@ -14,6 +14,7 @@ from keras_adapters.baselines import deep_and_wide
 from keras_adapters.baselines import search_space
 from keras_adapters.baselines import testing
 from keras_adapters.baselines import tuner as tuner_lib
+from keras_adapters.utils import errors
 
 _OBJECTIVE = "validation_accuracy"
 
@@ -77,6 +78,17 @@ class TunerTest(tf.test.TestCase, parameterized.TestCase):
                      {"0": "COMPLETED", "1": "COMPLETED"})
     self.assertEqual(resumed.oracle.get_best_trials(1)[0].trial_id,
                      tuner.oracle.get_best_trials(1)[0].trial_id)
+
+  def test_a_state_file_left_empty_is_refused_naming_the_folder(self):
+    """A search killed mid-write by a version that wrote in place left an empty file: resuming
+    says which search cannot resume and how to start again, not a bare JSON error."""
+    self._tuner(max_trials=1).search()
+    project = os.path.join(self.directory, "search")
+    with open(os.path.join(project, "trial_0", "trial.json"), "w", encoding="utf-8"):
+      pass
+    with self.assertRaisesRegex(errors.UsageError,
+                                f"^The search in {project} cannot resume: .*Delete that folder"):
+      self._tuner(max_trials=1)
 
   def test_diverged_trial_fails_and_the_search_goes_on(self):
     calls = []
