@@ -23,8 +23,8 @@ UV_VERSION=0.13.9
 UV="$CACHE/tools/uv-$UV_VERSION/bin/uv"
 INSTALL=(-c requirements.lock.txt -e ".[data,test,docs,jax]")
 if [ ! -x "$UV" ]; then
-  PIP_ROOT_USER_ACTION=ignore "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps \
-    --target "$CACHE/tools/uv-$UV_VERSION" "uv==$UV_VERSION" || true
+  PIP_ROOT_USER_ACTION=ignore "$PYTHON" -m pip install --quiet --disable-pip-version-check \
+    --no-deps --target "$CACHE/tools/uv-$UV_VERSION" "uv==$UV_VERSION" || true
 fi
 if ! { [ -x "$UV" ] && "$UV" pip install --quiet --python .venv/bin/python --compile-bytecode \
          "${INSTALL[@]}"; }; then
