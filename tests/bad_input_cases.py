@@ -46,7 +46,6 @@ from keras_adapters.hub import adapter_artifact
 from keras_adapters.hub import compatibility
 from keras_adapters.hub import default_model
 from keras_adapters.hub import hub_encoder
-from keras_adapters.hub import preprocessing
 from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
@@ -482,11 +481,7 @@ def _unwritable_model_cache(ws):
 
 
 def _vocab_beyond_the_encoder(ws):
-  vocab = ws.path("big_vocab.txt")
-  with open(vocab, "w", encoding="utf-8") as f:
-    f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(96)]))
-  handle = preprocessing.build_preprocessing_savedmodel(vocab, ws.path("big_preprocess"),
-                                                        default_seq_length=16)
+  handle = hub_testing.tiny_preprocess_handle(vocab_size=100)
   return ws.rerun(ws.path("big_vocab_run"), config=ws.config.replace(preprocess_handle=handle))
 
 
@@ -528,7 +523,7 @@ def _recommended_options(ws, content, flag):
           "except ValueError as e:\n  print('error', cli.flag_message(str(e)))")
   outputs = []
   for extra in ([], [flag]):
-    process = subprocess.run([sys.executable, "-c", code, *common, *extra], cwd=_REPO_ROOT,
+    process = subprocess.run(warm_python.command("-c", code, *common, *extra), cwd=_REPO_ROOT,
                              capture_output=True, text=True, check=False)
     outputs.append(process.stdout.strip().splitlines()[-1] if process.stdout.strip() else
                    process.stderr[-300:])

@@ -10,7 +10,6 @@ import os
 
 import tensorflow as tf
 
-from keras_adapters.hub import preprocessing
 from keras_adapters.serving import task_export
 from keras_adapters.hub import testing as hub_testing
 from keras_adapters.models import adapted_bert
@@ -41,14 +40,9 @@ class BaseLimitsTest(tf.test.TestCase):
     """A preprocessing model of a 100-wordpiece vocab for a 64-embedding encoder: refused
     before training as another vocabulary than the one the encoder records (for encoders
     that record none, compatibility_test checks the ids against the embeddings)."""
-    root = self.create_tempdir().full_path
-    vocab = os.path.join(root, "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-      f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(96)]))
-    handle = preprocessing.build_preprocessing_savedmodel(
-        vocab, os.path.join(root, "preprocess"), default_seq_length=16)
+    handle = hub_testing.tiny_preprocess_handle(vocab_size=100)
     spec, splits = testing.colour_task()
-    model_dir = os.path.join(root, "run")
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
     with self.assertRaisesRegex(ValueError, "tokenizes with another vocabulary than the "
                                 "encoder's own wordpiece vocabulary .*Pass the preprocessing "
                                 "model that comes with the encoder"):

@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -25,6 +24,7 @@ from keras_adapters.models import adapted_bert
 from keras_adapters.models import classifier
 from keras_adapters.training import distribution
 from keras_adapters.training import trainer
+from keras_adapters.utils import warm_python
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUM_WORKERS = 2
@@ -96,7 +96,8 @@ def _start_workers(handle, model_dir, log_dir, block_at_step_3=False):
                             "task": {"type": "worker", "index": index}})
     log = open(os.path.join(log_dir, f"worker{index}.log"), "w", encoding="utf-8")
     processes.append(subprocess.Popen(
-        [sys.executable, "-c", code, handle, model_dir, "block" if block_at_step_3 else "run"],
+        warm_python.command("-c", code, handle, model_dir,
+                            "block" if block_at_step_3 else "run"),
         cwd=_REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
         env=dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="2")))
     log.close()

@@ -165,11 +165,13 @@ def _exported_tiny_hub_encoder(seed, random_stddev, config):
 TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
 
 
-def save_tiny_vocab(path):
-  """Writes a wordpiece vocab that fits `TINY_CONFIG` (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`,
-  then the words `w0`, `w1`, ...) and returns its path."""
+def save_tiny_vocab(path, vocab_size=TINY_CONFIG["vocab_size"]):
+  """Writes a wordpiece vocab of `vocab_size` entries (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`,
+  then the words `w0`, `w1`, ...; by default the size that fits `TINY_CONFIG`) and returns
+  its path."""
+  words = tuple(f"w{i}" for i in range(vocab_size - 4))
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + TINY_WORDS) + "\n")
+    f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + words) + "\n")
   return path
 
 
@@ -225,14 +227,15 @@ def tiny_hub_handle(seed=0):
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_preprocess_handle(seq_length=16, lower_case=True):
+def tiny_preprocess_handle(seq_length=16, lower_case=True, vocab_size=TINY_CONFIG["vocab_size"]):
   """A TF Hub-format preprocessing SavedModel for the tiny vocab, built once per test session
   (or process); `lower_case=False`: a cased one, which the tiny encoders' preprocessing is
-  not."""
-  return built_once(("tiny_preprocess", seq_length, lower_case), lambda root: (
+  not; a larger `vocab_size`: one of more wordpieces than the tiny encoders embed."""
+  return built_once(("tiny_preprocess", seq_length, lower_case, vocab_size), lambda root: (
       preprocessing.build_preprocessing_savedmodel(
-          save_tiny_vocab(os.path.join(root, "vocab.txt")), os.path.join(root, "preprocess"),
-          default_seq_length=seq_length, lower_case=lower_case)))
+          save_tiny_vocab(os.path.join(root, "vocab.txt"), vocab_size),
+          os.path.join(root, "preprocess"), default_seq_length=seq_length,
+          lower_case=lower_case)))
 
 
 @functools.lru_cache(maxsize=None)

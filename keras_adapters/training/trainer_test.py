@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from unittest import mock
@@ -21,6 +20,7 @@ import tf_keras as keras
 
 from keras_adapters.training import distribution
 from keras_adapters.training import trainer
+from keras_adapters.utils import warm_python
 from keras_adapters.utils import precision
 from keras_adapters.utils import testing
 
@@ -73,14 +73,15 @@ def _child_main(model_dir):
 
 
 def _start_child(model_dir, log_path):
-  # The child is a fresh interpreter without conftest.py: Keras 2 is chosen before TensorFlow
-  # loads, and the repository root is the working directory so that keras_adapters imports.
+  # The child (a fork of the warm Python, else a fresh one) runs without conftest.py: Keras 2
+  # is chosen before TensorFlow loads, and the repository root is the working directory so
+  # that keras_adapters imports.
   code = ("import os, sys; os.environ['TF_USE_LEGACY_KERAS'] = '1'; "
           "from keras_adapters.training import trainer_test; "
           "trainer_test._child_main(sys.argv[1])")
   with open(log_path, "w", encoding="utf-8") as log:
     return subprocess.Popen(
-        [sys.executable, "-c", code, model_dir], cwd=_REPO_ROOT, stdout=log,
+        warm_python.command("-c", code, model_dir), cwd=_REPO_ROOT, stdout=log,
         stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 

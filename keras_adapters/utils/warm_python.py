@@ -61,9 +61,12 @@ _READ_AFTER_IMPORT = frozenset((
     "LD_LIBRARY_PATH", "LINES", "OLDPWD", "PATH", "PEER_DATA", "PWD", "PYTEST_CURRENT_TEST",
     "TF_CONFIG", "TMPDIR", "XLA_FLAGS"))
 # What the server imports, keras_adapters first (it chooses TensorFlow's CPU kernels); then
-# what most programs import after TensorFlow, that defines no flag and loads no Keras
-# (scipy.stats and scikit-learn: half a second of each command line's start).
-_PRELOADED = ("keras_adapters", "tensorflow", "absl.app", "scipy.stats", "sklearn.base")
+# the libraries every command line imports after TensorFlow, that load no Keras 3: a second of
+# each command line's start. (TF Hub and TFDS define their own flags, `--tfhub_cache_dir`...,
+# as they load: a fork has them, as every command line has.)
+_PRELOADED = ("keras_adapters", "tensorflow", "absl.app", "scipy.stats", "sklearn.metrics",
+              "tensorflow_hub", "tensorflow_text", "tensorflow_datasets",
+              "official.modeling.optimization")
 # The servers a first server keeps for runs in other environments (each holds ~1 GB): the
 # tests' three (command lines at their own log level, Keras 3 on TensorFlow and on JAX).
 _MAX_OTHER_SERVERS = 3
