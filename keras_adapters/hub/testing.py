@@ -162,16 +162,20 @@ def _exported_tiny_hub_encoder(seed, random_stddev, config):
   return built_once(("tiny_hub_encoder", seed, random_stddev, config), build)
 
 
-TINY_WORDS = tuple(f"w{i}" for i in range(TINY_CONFIG["vocab_size"] - 4))
+def _words(vocab_size):
+  """The words of a tiny vocab of `vocab_size` entries after its four special tokens."""
+  return tuple(f"w{i}" for i in range(vocab_size - 4))
+
+
+TINY_WORDS = _words(TINY_CONFIG["vocab_size"])
 
 
 def save_tiny_vocab(path, vocab_size=TINY_CONFIG["vocab_size"]):
   """Writes a wordpiece vocab of `vocab_size` entries (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`,
   then the words `w0`, `w1`, ...; by default the size that fits `TINY_CONFIG`) and returns
   its path."""
-  words = tuple(f"w{i}" for i in range(vocab_size - 4))
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + words) + "\n")
+    f.write("\n".join(("[PAD]", "[UNK]", "[CLS]", "[SEP]") + _words(vocab_size)) + "\n")
   return path
 
 

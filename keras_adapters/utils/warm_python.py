@@ -68,7 +68,9 @@ _PRELOADED = ("keras_adapters", "tensorflow", "absl.app", "scipy.stats", "sklear
               "tensorflow_hub", "tensorflow_text", "tensorflow_datasets",
               "official.modeling.optimization")
 # The servers a first server keeps for runs in other environments (each holds ~1 GB): the
-# tests' three (command lines at their own log level, Keras 3 on TensorFlow and on JAX).
+# tests use more (command lines at their own log level, Keras 3 on TensorFlow and on JAX, an
+# added PYTHONPATH...), and a rarer one's server is started again; more would crowd the
+# memory beside two pytest workers of ~8 GB each.
 _MAX_OTHER_SERVERS = 3
 
 
