@@ -39,6 +39,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 if "KERAS_ADAPTERS_TEST_CACHE" not in os.environ:
   os.environ["KERAS_ADAPTERS_TEST_CACHE"] = tempfile.mkdtemp(prefix="tiny_exports_")
   atexit.register(shutil.rmtree, os.environ["KERAS_ADAPTERS_TEST_CACHE"], True)
+# What reading each base proved (`keras_adapters.hub.proofs`): kept for the run in one
+# folder, shared the same way, so that each base is proven in the run, once, and never by a
+# record an earlier run (of other code) left in the user's cache.
+if "KERAS_ADAPTERS_PROOFS" not in os.environ:
+  os.environ["KERAS_ADAPTERS_PROOFS"] = tempfile.mkdtemp(prefix="proofs_")
+  atexit.register(shutil.rmtree, os.environ["KERAS_ADAPTERS_PROOFS"], True)
 
 # The tests run the CPU kernels users get: importing keras_adapters before TensorFlow, as the
 # README does, chooses them (oneDNN on every x86-64 CPU, AVX2-only ones included), and every

@@ -48,7 +48,7 @@ if typing.TYPE_CHECKING:
   from keras_adapters.utils.errors import RunFailedError
   from keras_adapters.utils.errors import UsageError
 
-__version__ = "0.2.0"
+from keras_adapters.version import __version__
 
 # The public API: what `docs/reference/api.md` documents.
 __all__ = [

@@ -7,7 +7,8 @@ them (`keras_metadata.pb`), which say what the weights cannot: the feed-forward 
 (the Model Garden's "gelu" is the tanh approximation), the LayerNorm epsilon, the attention
 options. The encoder is then rebuilt in Keras and every Hub variable copied in by name; before
 anything uses it, the rebuilt encoder is run beside the Hub model on a padded two-segment batch
-and must give the same outputs, or the handle is refused naming what differs.
+and must give the same outputs, or the handle is refused naming what differs. What that proof
+found is kept on disk (`proofs`): a later read of the same files reads only the checkpoint.
 """
 
 import concurrent.futures
@@ -22,6 +23,7 @@ import tensorflow as tf
 import tensorflow_hub as hub
 
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import proofs
 from keras_adapters.hub import read_cache
 from keras_adapters.hub import saved_model_facts
 from keras_adapters.networks import adapted_bert_encoder
@@ -120,7 +122,9 @@ def read_hub_encoder(handle):
       cache) or the path of a local SavedModel folder.
 
   Returns:
-    A `HubEncoderWeights` whose rebuilt encoder has been checked against the Hub model.
+    A `HubEncoderWeights` whose rebuilt encoder has been checked against the Hub model: now,
+    or by an earlier read of the same files with this library and TensorFlow (`proofs`), in
+    which case the SavedModel is not restored, only its checkpoint read.
 
   Raises:
     HubEncoderError: The handle does not exist or cannot be downloaded; the SavedModel is not
@@ -152,7 +156,49 @@ def clear_cache():
 
 
 def _read_hub_encoder(handle):
-  folder, loaded = _load(handle)
+  folder = _local_folder(handle)
+  digest = proofs.key(folder, "hub_encoder")
+  remembered = _remembered_read(handle, folder, proofs.recall(digest))
+  if remembered is not None:
+    return remembered
+  read = _proven_read(handle, folder)
+  proofs.remember(digest, _record(folder, read))
+  return read
+
+
+def _record(folder, read):
+  """What `_remembered_read` needs besides the variables' values: JSON-ready."""
+  tokenizer = read.tokenizer and dict(
+      kind=read.tokenizer.kind, asset=os.path.relpath(read.tokenizer.path, folder),
+      lower_case=read.tokenizer.lower_case)
+  return dict(config=read.config, parity=read.parity, fingerprint=read.fingerprint,
+              variables=sorted(read.weights), tokenizer=tokenizer)
+
+
+def _remembered_read(handle, folder, record):
+  """The read a proof `record` of the SavedModel at `folder` gives, its values taken from the
+  checkpoint; `None` without a record."""
+  if record is None:
+    return None
+  names = set(record["variables"])
+  weights = {}
+  for name, value in proofs.checkpoint_variables(folder):
+    name = adapted_bert_encoder.canonical_variable_name(name)
+    if name in names:
+      weights[name] = value
+  tokenizer = record["tokenizer"]
+  if tokenizer:
+    path = os.path.join(folder, tokenizer["asset"])
+    tokenizer = EncoderTokenizer(
+        kind=tokenizer["kind"], path=path, lower_case=tokenizer["lower_case"],
+        digest=saved_model_facts.vocabulary_digest(path, tokenizer["kind"]))
+  return HubEncoderWeights(handle=handle, config=record["config"], weights=weights,
+                           fingerprint=record["fingerprint"], tokenizer=tokenizer,
+                           parity=record["parity"])
+
+
+def _proven_read(handle, folder):
+  loaded = _restore(handle, folder)
   layer_configs = saved_model_facts.layer_configs(folder)
   _refuse_other_models(handle, loaded, layer_configs)
   weights = _encoder_weights(handle, loaded)
@@ -194,8 +240,8 @@ def _encoder_weights(handle, loaded):
 fingerprint = adapter_artifact.weights_fingerprint
 
 
-def _load(handle):
-  """Returns the SavedModel's local folder and the restored object."""
+def _local_folder(handle):
+  """The SavedModel folder of `handle`: itself, or a URL's folder in the TF Hub cache."""
   is_url = "://" in handle
   if not is_url and not os.path.isdir(handle):
     raise HubEncoderError(
@@ -209,13 +255,21 @@ def _load(handle):
   try:
     # A URL resolves to its folder in the TF Hub cache (TFHUB_CACHE_DIR): the same code path
     # as a local folder from there on.
-    folder = hub.resolve(handle)
-    return folder, hub.load(folder)
+    return hub.resolve(handle)
   except Exception as error:  # pylint: disable=broad-except
-    hint = ("It could not be downloaded: without network access, download it elsewhere and "
-            "pass the local folder, or set TFHUB_CACHE_DIR to a cache that holds it."
-            if is_url else "The SavedModel could not be loaded.")
-    raise HubEncoderError(f"Cannot load TF Hub encoder {handle!r}. {hint} ({error})") from None
+    raise HubEncoderError(
+        f"Cannot load TF Hub encoder {handle!r}. It could not be downloaded: without network "
+        "access, download it elsewhere and pass the local folder, or set TFHUB_CACHE_DIR to a "
+        f"cache that holds it. ({error})") from None
+
+
+def _restore(handle, folder):
+  """The restored SavedModel."""
+  try:
+    return hub.load(folder)
+  except Exception as error:  # pylint: disable=broad-except
+    raise HubEncoderError(f"Cannot load TF Hub encoder {handle!r}. The SavedModel could not be "
+                          f"loaded. ({error})") from None
 
 
 def _refuse_other_models(handle, loaded, layer_configs):

@@ -1,5 +1,6 @@
 """Tests for reading TF Hub BERT encoders and copying their weights."""
 
+import dataclasses
 import gc
 import hashlib
 import os
@@ -9,7 +10,9 @@ import weakref
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_hub as hub
 import tf_keras as keras
+from tf_keras.protobuf import saved_metadata_pb2
 
 from official.nlp.configs import encoders
 
@@ -63,12 +66,11 @@ class HubEncoderTest(tf.test.TestCase):
       return layer.kernel.numpy()
 
     def cold_read():
-      hub_encoder.clear_cache()
-      hub_encoder.read_hub_encoder(self.handle)
+      with testing.unproven():
+        hub_encoder.read_hub_encoder(self.handle)
 
     def read_in_scope():
-      hub_encoder.clear_cache()
-      with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+      with testing.unproven(), tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
         hub_encoder.read_hub_encoder(self.handle)
 
     unread = dense_after(lambda: None)
@@ -80,8 +82,7 @@ class HubEncoderTest(tf.test.TestCase):
     does): a cold read under a mixed policy measures exactly the float32 read's parity and
     leaves the policy as it was."""
     for name, _, _ in layers_testing.MIXED_PRECISIONS:
-      with self.subTest(precision=name), precision.policy_scope(name):
-        hub_encoder.clear_cache()
+      with self.subTest(precision=name), precision.policy_scope(name), testing.unproven():
         read = hub_encoder.read_hub_encoder(self.handle)
         self.assertEqual(keras.mixed_precision.global_policy().compute_dtype, name)
         self.assertEqual(read.parity, self.hub_weights.parity)
@@ -105,6 +106,41 @@ class HubEncoderTest(tf.test.TestCase):
       self.assertIsNone(probe())
       self.assertEqual(hub_encoder.read_hub_encoder(self.handle).config,
                        self.hub_weights.config)
+
+  def test_a_base_proven_before_is_read_from_its_checkpoint_without_restoring_it(self):
+    """A read of files proven before, in any folder and process (its record kept in
+    `proofs`), restores nothing and gives the proven read; changed files are proven again,
+    and a tampered one refused."""
+    with testing.unproven():
+      proven = hub_encoder.read_hub_encoder(self.handle)
+      copy = os.path.join(self.create_tempdir().full_path, "copy")
+      shutil.copytree(self.handle, copy)
+      hub_encoder.clear_cache()  # As in a new process.
+      with mock.patch.object(hub, "load", side_effect=AssertionError("restored")):
+        remembered = hub_encoder.read_hub_encoder(copy)
+      self.assertEqual((remembered.config, remembered.fingerprint, remembered.parity),
+                       (proven.config, proven.fingerprint, proven.parity))
+      self.assertEqual(remembered.tokenizer, dataclasses.replace(
+          proven.tokenizer, path=os.path.join(copy, "assets", "vocab.txt")))
+      self.assertCountEqual(remembered.weights, proven.weights)
+      for name, value in proven.weights.items():
+        self.assertAllEqual(remembered.weights[name], value, msg=name)
+      # The copy's layer configs now say the tanh GELU its graph does not compute: other
+      # files, so restored and proven again, and refused.
+      path = os.path.join(copy, "keras_metadata.pb")
+      metadata = saved_metadata_pb2.SavedMetadata()
+      with open(path, "rb") as f:
+        metadata.ParseFromString(f.read())
+      for node in metadata.nodes:
+        node.metadata = node.metadata.replace('"gelu"', '"Text>gelu"')
+      with open(path, "wb") as f:
+        f.write(metadata.SerializeToString())
+      hub_encoder.clear_cache()
+      restores = mock.Mock(wraps=hub.load)
+      with mock.patch.object(hub, "load", restores), \
+          self.assertRaisesRegex(hub_encoder.HubEncoderError, "does not reproduce"):
+        hub_encoder.read_hub_encoder(copy)
+      restores.assert_called_once()
 
   def test_without_weights_keeps_what_checks_and_names_the_base(self):
     facts = self.hub_weights.without_weights()

@@ -1,6 +1,7 @@
 """Tiny random TF Hub BERT encoders for fast tests, exported by the Model Garden itself."""
 
 import atexit
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -8,6 +9,7 @@ import os
 import shutil
 import tempfile
 from typing import Callable, NamedTuple
+from unittest import mock
 
 import sentencepiece
 import tensorflow as tf
@@ -17,8 +19,10 @@ from official.legacy.bert import configs
 from official.nlp.configs import encoders
 from official.nlp.tools import export_tfhub_lib
 
+from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
+from keras_adapters.hub import proofs
 
 # The environment variable naming the folder where `built_once` keeps the tiny exports for a
 # whole test session (set by conftest.py).
@@ -193,6 +197,20 @@ def save_tiny_sentencepiece(directory, words=TINY_WORDS[:40]):
       pad_id=0, unk_id=1, bos_id=size - 2, eos_id=size - 1,
       control_symbols="[CLS],[SEP]", minloglevel=2)
   return prefix + ".model"
+
+
+@contextlib.contextmanager
+def unproven():
+  """Within it, a base read is proven as on a machine that never read it: the reads this
+  process keeps are forgotten, and the folder of proofs (`proofs.SETTING`) is a new empty
+  one."""
+  folder = tempfile.mkdtemp(prefix="proofs_")
+  try:
+    with mock.patch.dict(os.environ, {proofs.SETTING: folder}):
+      hub_encoder.clear_cache()
+      yield
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def built_once(key, build):

@@ -14,6 +14,7 @@ import re
 import keras
 import numpy as np
 
+from keras_adapters.hub import proofs
 from keras_adapters.hub import read_cache
 from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import base_weights
@@ -82,6 +83,20 @@ class _ConvertedBase:
 
 
 def _read(folder):
+  """The `_ConvertedBase` of the SavedModel at `folder`: as an earlier read of the same files
+  found it (`proofs`), its weights read from the checkpoint; else restored and probed."""
+  digest = proofs.key(folder, "keras3_tf_hub_bert")
+  record = proofs.recall(digest)
+  if record is not None:
+    return _ConvertedBase(record["architecture"], record["activation"], record["epsilon"],
+                          _encoder_weights(folder, proofs.checkpoint_variables(folder)))
+  base = _probed(folder)
+  proofs.remember(digest, dict(architecture=base.architecture, activation=base.activation,
+                               epsilon=base.epsilon))
+  return base
+
+
+def _probed(folder):
   """The `_ConvertedBase` of the SavedModel at `folder`, its candidates probed.
 
   The probes' backbones draw no seeds: Python's random state is put back after them, so that
@@ -92,7 +107,8 @@ def _read(folder):
     raise errors.UsageError(
         f"{folder!r} is a BERT preprocessing model, not an encoder: pass it to "
         "kak.tokenizer_from_tf_hub, and the encoder here.")
-  weights = _encoder_weights(folder, loaded)
+  weights = _encoder_weights(
+      folder, ((v.name, v.numpy()) for v in getattr(loaded, "variables", ())))
   architecture = _architecture(folder, weights)
   inputs = _probe_inputs(architecture)
   expected = _hub_outputs(folder, loaded, inputs)
@@ -122,20 +138,20 @@ def _read(folder):
 _bases = read_cache.ReadCache()
 
 
-def _encoder_weights(folder, loaded):
-  """Model Garden name → numpy value of every encoder variable of the restored model."""
+def _encoder_weights(folder, named_values):
+  """Model Garden name → numpy value of every encoder variable of `(name, value)` pairs."""
   weights = {}
-  for variable in getattr(loaded, "variables", ()):
-    match = _ROOT.search(variable.name)
+  for saved_name, value in named_values:
+    match = _ROOT.search(saved_name)
     if match is None:
       continue  # The exporter's `do_lower_case` flag and the like: not weights.
     name = match.group(1)
-    if name.startswith(_NON_ENCODER_PREFIXES) or variable.name.startswith(_NON_ENCODER_PREFIXES):
+    if name.startswith(_NON_ENCODER_PREFIXES) or saved_name.startswith(_NON_ENCODER_PREFIXES):
       continue
     if name in weights:
       raise errors.UsageError(f"The SavedModel at {folder!r} has two variables named "
                               f"{name!r}; it is not one BERT encoder. Supported: {SUPPORTED}.")
-    weights[name] = variable.numpy()
+    weights[name] = value
   return weights
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_adapters import keras3 as kak
+from keras_adapters.hub import proofs
 from keras_adapters.keras3 import backbones
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import tf_hub
@@ -125,25 +126,32 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(expected["pooled_output"], pooled, atol=1e-5, rtol=0)
 
   def test_a_base_converted_again_is_not_restored_and_seeds_its_backbone_alike(self):
-    """The second conversion in a process builds from the kept read: no SavedModel restored,
-    no candidate probed, and from one random state the same weights and seeds as the first
-    (whose probes draw none; this variant's activation is the second candidate)."""
+    """The second conversion in a process builds from the kept read, and one in a new
+    process from what the first proved (`proofs`): no SavedModel restored, no candidate
+    probed, and from one random state the same weights and seeds as the first (whose probes
+    draw none; this variant's activation is the second candidate)."""
     handle, _ = self.exports["legacy_gelu_vocab"]
     tf_hub_bert._bases.clear()  # pylint: disable=protected-access
+    self.enter_context(mock.patch.dict(os.environ,
+                                       {proofs.SETTING: self.create_tempdir().full_path}))
     keras.utils.set_random_seed(5)
     first = kak.from_tf_hub(handle)
     next_draw = random.random()
-    keras.utils.set_random_seed(5)
-    with mock.patch.object(tf.saved_model, "load", side_effect=AssertionError("restored")):
-      again = kak.from_tf_hub(handle)
-    self.assertEqual(random.random(), next_draw)
-    self.assertEqual(again.activation, "gelu_approximate")
-    seeds = [v for v in again.variables if "seed" in v.path]
-    self.assertNotEmpty(seeds)
-    # Layer names differ (a counter names each backbone's layers); the order does not.
-    self.assertEqual(len(first.variables), len(again.variables))
-    for expected, actual in zip(first.variables, again.variables):
-      self.assertAllEqual(expected, actual, msg=actual.path)
+    for kept_in in ("process", "proofs"):
+      with self.subTest(kept_in=kept_in):
+        if kept_in == "proofs":
+          tf_hub_bert._bases.clear()  # pylint: disable=protected-access
+        keras.utils.set_random_seed(5)
+        with mock.patch.object(tf.saved_model, "load", side_effect=AssertionError("restored")):
+          again = kak.from_tf_hub(handle)
+        self.assertEqual(random.random(), next_draw)
+        self.assertEqual(again.activation, "gelu_approximate")
+        seeds = [v for v in again.variables if "seed" in v.path]
+        self.assertNotEmpty(seeds)
+        # Layer names differ (a counter names each backbone's layers); the order does not.
+        self.assertEqual(len(first.variables), len(again.variables))
+        for expected, actual in zip(first.variables, again.variables):
+          self.assertAllEqual(expected, actual, msg=actual.path)
 
   def test_the_embedded_default_converts_with_exact_gelu(self):
     backbone = kak.from_tf_hub()

@@ -193,8 +193,7 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
     """Under a mixed policy the first AdaptedBert of a base builds (its Hub parity probe runs
     in float32 inside); variables stay float32, the encoder computes in the policy, and every
     output is float32, with identity adapters near the Hub encoder's."""
-    hub_encoder.clear_cache()
-    with precision.policy_scope(name):
+    with testing.unproven(), precision.policy_scope(name):
       layer = adapted_bert.AdaptedBert(self.handle, adapter_size=4, adapter_init_stddev=0.0)
     self.assertEqual(layer.encoder.compute_dtype, name)
     self.assertEqual({w.dtype for w in layer.weights}, {tf.float32})
