@@ -12,13 +12,13 @@ from typing import Callable, NamedTuple
 from unittest import mock
 
 import sentencepiece
-import tensorflow as tf
 import tf_keras as keras
 
 from official.legacy.bert import configs
 from official.nlp.configs import encoders
 from official.nlp.tools import export_tfhub_lib
 
+from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import model_garden_export
 from keras_adapters.hub import preprocessing
@@ -281,8 +281,9 @@ def tiny_sentencepiece_handles(seq_length=16):
 
 @functools.lru_cache(maxsize=None)
 def tiny_preprocessor(seq_length=16):
-  """`tiny_preprocess_handle(seq_length)`, loaded once per process."""
-  return tf.saved_model.load(tiny_preprocess_handle(seq_length))
+  """`tiny_preprocess_handle(seq_length)`, loaded once per process: by the library's loader,
+  whose own copy (`compatibility.load_preprocessor`) the code under test then reuses."""
+  return compatibility.load_preprocessor(tiny_preprocess_handle(seq_length))
 
 
 def folder_digest(path):

@@ -11,6 +11,7 @@ import tensorflow_hub as hub
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_adapters.hub import adapter_artifact
+from keras_adapters.hub import compatibility
 from keras_adapters.hub import hub_encoder
 from keras_adapters.serving import multitask_export
 from keras_adapters.serving import task_export
@@ -261,10 +262,10 @@ class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
   def test_a_swapped_weights_file_is_refused(self):
     """export_multitask reads artifacts through their checksum like every other reader."""
     root = self.create_tempdir().full_path
-    first, second = (model_testing.save_random_task_artifact(
-        os.path.join(root, name), self.handle, testing.tiny_preprocess_handle(), seed=seed)
-        for name, seed in (("first", 4), ("second", 5)))
-    shutil.copyfile(os.path.join(second, adapter_artifact.WEIGHTS_FILE),
+    # Copies of the class's artifacts rather than two more saved: another task's weights file
+    # fails the checksum whatever its layout.
+    first = shutil.copytree(self.artifacts["sentiment"], os.path.join(root, "first"))
+    shutil.copyfile(os.path.join(self.artifacts["topic"], adapter_artifact.WEIGHTS_FILE),
                     os.path.join(first, adapter_artifact.WEIGHTS_FILE))
     with self.assertRaisesRegex(adapter_artifact.AdapterArtifactError,
                                 "first/adapter_model.safetensors.*is not the weights file.*"
@@ -284,9 +285,8 @@ class MultitaskExportTest(tf.test.TestCase, parameterized.TestCase):
           os.path.join(self.create_tempdir().full_path, "out"))
 
   def test_format_1_artifacts_are_refused_with_the_migration(self):
-    path = os.path.join(self.create_tempdir().full_path, "v1")
-    model_testing.save_random_task_artifact(path, self.handle,
-                                            testing.tiny_preprocess_handle())
+    path = shutil.copytree(self.artifacts["sentiment"],
+                           os.path.join(self.create_tempdir().full_path, "v1"))
     config_path = os.path.join(path, adapter_artifact.CONFIG_FILE)
     with open(config_path, encoding="utf-8") as f:
       config = json.load(f)
@@ -331,7 +331,9 @@ class MixedMethodsTest(tf.test.TestCase):
     served = tf.saved_model.load(multitask_export.export_multitask(
         handle, artifacts, os.path.join(root, "multitask")))
     texts = tf.constant((_TEXTS * 2)[:len(configs)])  # A row per task.
-    inputs = task_export.pack_texts(testing.tiny_preprocessor(), [texts], 16)
+    # The preprocessing model the export loaded, not a second copy of it.
+    inputs = task_export.pack_texts(compatibility.load_preprocessor(preprocess_handle), [texts],
+                                    16)
     routed = served.signatures["routed"](task=tf.constant(list(configs)),
                                          text=texts)["probabilities"]
     for row, (name, model) in enumerate(models.items()):
