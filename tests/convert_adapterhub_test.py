@@ -7,6 +7,7 @@ serving of every placement runs on the tiny random encoder of `keras_adapters.hu
 
 import json
 import os
+import shutil
 
 from absl import app
 from absl import flags
@@ -36,6 +37,17 @@ def _convert(**flag_values):
 
 
 class ConvertAdapterHubTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # One random artifact of this library, only ever read (every conversion of it below is
+    # refused or writes elsewhere): building and saving it once serves the tests that need one.
+    root = os.path.join(tf.compat.v1.test.get_temp_dir(), "convert_adapterhub_test")
+    shutil.rmtree(root, ignore_errors=True)
+    cls.artifact = model_testing.save_random_task_artifact(
+        os.path.join(root, "artifact"), hub_testing.tiny_hub_handle(),
+        hub_testing.tiny_preprocess_handle())
 
   def test_fixtures_convert_both_ways_exactly(self):
     """AdapterHub's artifacts become artifacts whose task models give AdapterHub's logits
@@ -121,9 +133,7 @@ class ConvertAdapterHubTest(tf.test.TestCase):
     """This library's own artifact given to --from_adapterhub is refused with the flag that
     converts it (--from_artifact), not with an AdapterHub file it lacks."""
     root = self.create_tempdir().full_path
-    artifact = model_testing.save_random_task_artifact(
-        os.path.join(root, "artifact"), hub_testing.tiny_hub_handle(),
-        hub_testing.tiny_preprocess_handle())
+    artifact = self.artifact
     with self.assertRaisesRegex(adapterhub.AdapterHubError,
                                 "an adapter artifact of this library, not an AdapterHub "
                                 "adapter: load it with keras_adapters.load_task_model, or "
@@ -136,9 +146,7 @@ class ConvertAdapterHubTest(tf.test.TestCase):
     refused before any work unless --overwrite, which writes only the adapter's own files;
     into its own source folder, always."""
     root = self.create_tempdir().full_path
-    artifact = model_testing.save_random_task_artifact(
-        os.path.join(root, "artifact"), hub_testing.tiny_hub_handle(),
-        hub_testing.tiny_preprocess_handle())
+    artifact = self.artifact
     users = os.path.join(root, "users")
     os.makedirs(users)
     for name in ("notes.txt", "results.csv"):

@@ -1,5 +1,6 @@
 """Tests for AdaptedBert: a TF Hub BERT encoder rebuilt with adapters."""
 
+import functools
 import json
 import os
 
@@ -37,6 +38,14 @@ def _padded_batch():
               input_type_ids=tf.constant(type_ids))
 
 
+@functools.lru_cache(maxsize=None)
+def _hub_layer_and_outputs():
+  """hub.KerasLayer of the tiny encoder and its outputs on `_padded_batch()`, loaded once for
+  every test class: read-only references the adapted encoders must match."""
+  layer = hub.KerasLayer(testing.tiny_hub_handle())
+  return layer, layer(_padded_batch(), training=False)
+
+
 def _is_adapter_or_layer_norm(variable):
   name = adapted_bert_encoder.canonical_variable_name(variable.name)
   return "_adapter/" in name or "layer_norm/" in name
@@ -48,9 +57,8 @@ class AdaptedBertTest(tf.test.TestCase, parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.handle = testing.tiny_hub_handle()
-    cls.hub_layer = hub.KerasLayer(cls.handle)
+    cls.hub_layer, cls.hub_outputs = _hub_layer_and_outputs()
     cls.inputs = _padded_batch()
-    cls.hub_outputs = cls.hub_layer(cls.inputs, training=False)
 
   def setUp(self):
     super().setUp()
@@ -238,7 +246,7 @@ class NamedAdaptersTest(tf.test.TestCase, parameterized.TestCase):
     super().setUpClass()
     cls.handle = testing.tiny_hub_handle()
     cls.inputs = _padded_batch()
-    cls.hub_outputs = hub.KerasLayer(cls.handle)(cls.inputs, training=False)
+    _, cls.hub_outputs = _hub_layer_and_outputs()
 
   def setUp(self):
     super().setUp()
@@ -451,7 +459,7 @@ class MethodConfigTest(tf.test.TestCase, parameterized.TestCase):
     super().setUpClass()
     cls.handle = testing.tiny_hub_handle()
     cls.inputs = _padded_batch()
-    cls.hub_outputs = hub.KerasLayer(cls.handle)(cls.inputs, training=False)
+    _, cls.hub_outputs = _hub_layer_and_outputs()
     keras.utils.set_random_seed(3)
     # Read-only models, their method layers moved as training would.
     cls.configs = dict(

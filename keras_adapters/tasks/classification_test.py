@@ -14,7 +14,6 @@ from unittest import mock
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
-import tensorflow_hub as hub
 
 from keras_adapters.core import config_definitions
 from keras_adapters.core import run_records
@@ -97,6 +96,17 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
                                          export_dir=cls.export_dir, progress_bar=False)
     (trainer,) = _RecordingTrainer.instances
     cls.trained_model = trainer.model
+    # The library's own cached copy: loading the SavedModel again per test only costs time.
+    cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
+    cls._trained_logits = {}
+
+  def _trained_predict(self, split):
+    """`predict` of the trained model on `split`, computed once per class (each call traces
+    a new function; the model is never changed after setUpClass)."""
+    if split not in self._trained_logits:
+      self._trained_logits[split] = classification.predict(
+          self.trained_model, self.splits[split], self.preprocessor, self.config)
+    return self._trained_logits[split]
 
   @classmethod
   def _config(cls, **overrides):
@@ -139,26 +149,23 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_metrics_score_the_trained_model(self):
     """The recorded accuracy is the trained model's accuracy on each split."""
-    preprocessor = hub.load(self.preprocess_handle)
     for split in ("validation", "test"):
-      logits = classification.predict(self.trained_model, self.splits[split], preprocessor,
-                                   self.config)
+      logits = self._trained_predict(split)
       self.assertEqual(logits.shape, (6, 3))
       self.assertAllClose(self.results["metrics"][split]["accuracy"],
                           np.mean(np.argmax(logits, -1) == self.splits[split].labels))
 
   def test_splits_are_scored_by_one_function_traced_at_most_twice(self):
     """Once for the first split's length, once more for any length; not once per split."""
-    preprocessor = hub.load(self.preprocess_handle)
-    splits = [self.splits[name] for name in ("validation", "test", "unlabelled")]
+    names = ("validation", "test", "unlabelled")
+    splits = [self.splits[name] for name in names]
     model = self.trained_model
     # The model's Python code runs once per trace.
     with mock.patch.object(model, "call", wraps=model.call) as traced:
-      outputs = classification.predict_each(model, splits, preprocessor, self.config)
+      outputs = classification.predict_each(model, splits, self.preprocessor, self.config)
     self.assertBetween(traced.call_count, 1, 2)
-    for examples, split_outputs in zip(splits, outputs):
-      self.assertAllClose(split_outputs, classification.predict(
-          self.trained_model, examples, preprocessor, self.config), atol=1e-6)
+    for name, split_outputs in zip(names, outputs):
+      self.assertAllClose(split_outputs, self._trained_predict(name), atol=1e-6)
 
   def test_unlabelled_split_gets_predictions(self):
     """A split without labels gets class-id predictions with its ids, not metrics."""
@@ -166,8 +173,7 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertCountEqual(self.results["predictions"], ["unlabelled"])
     predictions = self.results["predictions"]["unlabelled"]
     self.assertEqual(predictions["ids"], ["u0", "u1", "u2", "u3"])
-    logits = classification.predict(self.trained_model, self.splits["unlabelled"],
-                                 hub.load(self.preprocess_handle), self.config)
+    logits = self._trained_predict("unlabelled")
     self.assertEqual(predictions["values"], np.argmax(logits, -1).tolist())
 
   def test_exported_saved_model_serves_raw_strings(self):
@@ -178,21 +184,19 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
         "serving_default"](text=tf.constant(texts))["probabilities"].numpy()
     self.assertEqual(served.shape, (6, 3))
     self.assertAllClose(served.sum(axis=1), np.ones(6), atol=1e-6)
-    logits = classification.predict(self.trained_model, self.splits["test"],
-                                 hub.load(self.preprocess_handle), self.config)
+    logits = self._trained_predict("test")
     self.assertAllClose(served, tf.nn.softmax(logits).numpy(), atol=1e-5)
 
   def test_exported_adapters_reload_into_a_fresh_model(self):
     """`load_adapters` on a freshly built model reproduces the trained model's logits;
     the artifact's metadata names the task, fields, labels and sequence length."""
     model = self._fresh_model()
-    preprocessor = hub.load(self.preprocess_handle)
     examples = self.splits["test"]
-    before = classification.predict(model, examples, preprocessor, self.config)
-    expected = classification.predict(self.trained_model, examples, preprocessor, self.config)
+    before = classification.predict(model, examples, self.preprocessor, self.config)
+    expected = self._trained_predict("test")
     self.assertNotAllClose(before, expected)  # The test would be void otherwise.
     saving.load_adapters(model, os.path.join(self.export_dir, "adapters"))
-    self.assertAllClose(classification.predict(model, examples, preprocessor, self.config),
+    self.assertAllClose(classification.predict(model, examples, self.preprocessor, self.config),
                         expected, atol=1e-6, rtol=0)
     with open(os.path.join(self.export_dir, "adapters", "adapter_config.json"),
               encoding="utf-8") as f:
@@ -262,8 +266,8 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     texts = list(splits["test"].texts[0])
     scores = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures[
         "serving_default"](text=tf.constant(texts))["scores"].numpy()
-    expected = classification.predict(model, splits["test"], hub.load(self.preprocess_handle),
-                                   self._config())[:, 0]
+    expected = classification.predict(model, splits["test"], self.preprocessor,
+                                      self._config())[:, 0]
     self.assertAllClose(scores, expected, atol=1e-5)
     with open(os.path.join(export_dir, "adapters", "adapter_config.json"),
               encoding="utf-8") as f:
@@ -271,7 +275,9 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_layer_norm_tuning_trains_no_adapters(self):
     """tuning="layer_norm" drops the adapter size and trains LayerNorms and head only."""
-    config = self._config(tuning="layer_norm")
+    # One batch of all 18 examples: the train step is traced once, not again for a last
+    # partial batch (this test checks parameters, not batching).
+    config = self._config(tuning="layer_norm", batch_size=len(self.splits["train"]))
     self.assertIsNone(config.model.adapter.adapter_size)
     splits = dict(train=self.splits["train"], test=self.splits["test"])
     results = classification.run_task(self.spec, splits, config,
@@ -300,10 +306,10 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(results["config"]["jit_compile"], True)
     self.assertLen(results["predictions"]["unlabelled"]["ids"], 4)
     # 6 examples in one evaluation batch of 64, 58 of them padding rows.
-    static = classification.predict(trainer.model, self.splits["test"],
-                                 hub.load(self.preprocess_handle), config)
-    dynamic = classification.predict(trainer.model, self.splits["test"],
-                                  hub.load(self.preprocess_handle), self.config)
+    static = classification.predict(trainer.model, self.splits["test"], self.preprocessor,
+                                    config)
+    dynamic = classification.predict(trainer.model, self.splits["test"], self.preprocessor,
+                                     self.config)
     self.assertEqual(static.shape, (6, len(_LABEL_NAMES)))
     self.assertAllClose(static, dynamic, atol=1e-5)
     self.assertEqual(results["metrics"]["test"]["accuracy"], float(np.mean(
