@@ -20,6 +20,7 @@ from keras_adapters.cli import run_classification
 from keras_adapters.data import glue
 from keras_adapters.data import glue_testing
 from keras_adapters.keras3 import checkpoints
+from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import training_testing
 from keras_adapters.utils import warm_python
 
@@ -60,6 +61,11 @@ class Keras3CliTest(tf.test.TestCase):
     cls.root = tf.compat.v1.test.get_temp_dir()
     cls.data_path = cli_testing.write_two_class_csv(os.path.join(cls.root, "keras3_two.csv"))
     cls.hub_handle, cls.preprocess_handle = training_testing.tiny_handles()
+    # The base converted here first, on TensorFlow: what that proves is kept for the session
+    # (`hub.proofs`), so that every run's conversion, here and in the children, reads it
+    # rather than probing the base again (5 CPU seconds in a JAX child, whose probes' eager
+    # ops compile one by one), whichever test of the session converted it first.
+    tf_hub_bert.from_tf_hub(cls.hub_handle)
 
   def _argv(self, model_dir, *extra):
     return ["run_classification", "--keras=3", f"--data_path={self.data_path}",

@@ -156,13 +156,31 @@ def _fetch_into_cache(package, requirement):
       shutil.rmtree(staging, ignore_errors=True)
 
 
-def default_hub_handle():
-  """Path of the default TF Hub BERT encoder, exported by the Model Garden on first use."""
-  path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "encoder")
+# The default's SavedModels, by the name `converted` takes: their folders in the cache.
+_FOLDERS = {"hub": "encoder", "preprocess": "preprocess"}
+
+
+def _path(kind):
+  return os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, _FOLDERS[kind])
+
+
+def converted(kind):
+  """The path of the default's `kind` SavedModel (`"hub"`: the encoder, `"preprocess"`: its
+  preprocessing model) where it is converted already, else `None`: asking converts nothing
+  and loads no Keras 2."""
+  path = _path(kind)
   # An encoder without its vocab asset was converted by an earlier version of this library,
   # not by the Model Garden's exporter: it is replaced (the weights, and so the fingerprint
   # that artifacts record, stay the same).
-  if not os.path.isfile(os.path.join(path, "assets", "vocab.txt")):
+  done = (os.path.isfile(os.path.join(path, "assets", "vocab.txt")) if kind == "hub"
+          else os.path.isdir(path))
+  return path if done else None
+
+
+def default_hub_handle():
+  """Path of the default TF Hub BERT encoder, exported by the Model Garden on first use."""
+  path = _path("hub")
+  if not converted("hub"):
     # Imported here: the converter loads Keras 2, which the Keras 3 face (asking only
     # whether a name or handle is the default's) must not.
     from keras_adapters.hub import huggingface  # pylint: disable=g-import-not-at-top
@@ -185,8 +203,8 @@ def names_default_base(model_name):
 
 def default_preprocess_handle():
   """Path of the matching TF Hub-format preprocessing SavedModel, built on first use."""
-  path = os.path.join(paths.cache_dir(), "hub", DEFAULT_MODEL_NAME, "preprocess")
-  if not os.path.isdir(path):
+  path = _path("preprocess")
+  if not converted("preprocess"):
     from keras_adapters.hub import preprocessing  # pylint: disable=g-import-not-at-top
     source = _source_to_convert()
     with _announce(f"Building the {DEFAULT_MODEL_NAME} preprocessing SavedModel", path):

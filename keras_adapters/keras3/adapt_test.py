@@ -3,7 +3,6 @@ backend, in this process; `jax_test` runs the same report on JAX)."""
 
 import functools
 import json
-import os
 import subprocess
 
 import keras
@@ -31,14 +30,13 @@ def _keras2_trainable():
           for name, config in testing.report_configs().items()}
 
 
-def _subprocess_report(backend):
-  """`testing.method_report()` in a process of its own with `KERAS_BACKEND=backend`, with no
-  Keras 2 chosen (`TF_USE_LEGACY_KERAS` unset): the backend it ran on and the report."""
+def _jax_report():
+  """`testing.method_report()` in a process of its own on JAX (`testing.jax_environ`):
+  the backend it ran on and the report."""
   code = ("import json, keras; from keras_adapters.keras3 import testing; "
           "print(json.dumps([keras.backend.backend(), testing.method_report()]))")
-  environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   result = subprocess.run(warm_python.command("-c", code), capture_output=True, text=True,
-                          env=dict(environ, KERAS_BACKEND=backend), timeout=900, check=False)
+                          env=testing.jax_environ(), timeout=900, check=False)
   if result.returncode:
     raise AssertionError(result.stderr[-3000:])
   return json.loads(result.stdout.strip().splitlines()[-1])
@@ -88,7 +86,7 @@ class JaxReportTest(_ReportChecks, tf.test.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    backend, cls.report = _subprocess_report("jax")
+    backend, cls.report = _jax_report()
     assert backend == "jax", backend
 
 
@@ -129,7 +127,7 @@ class AdaptTest(tf.test.TestCase):
     self.assertAllClose(keras.ops.convert_to_numpy(classifier(inputs)), adapted, atol=1e-5)
 
   def test_the_pooler_of_a_backbone_without_one_is_refused(self):
-    backbone = testing.tiny_backbones()["RobertaBackbone"]
+    backbone = testing.tiny_backbones(names=["RobertaBackbone"])["RobertaBackbone"]
     with self.assertRaisesRegex(errors.UsageError,
                                 "the RobertaBackbone has no pooler; leave 'pooler' out"):
       kak.adapt(backbone, kak.LoRAConfig(target_modules=("query", "pooler")))

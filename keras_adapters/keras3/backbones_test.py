@@ -34,7 +34,7 @@ class AdaptEveryEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*[(name, name) for name in backbones.ADAPTABLE])
   def test_adapters_train_as_on_bert(self, name):
-    backbone = kak.adapt(testing.tiny_backbones()[name], _CONFIGS["houlsby"])
+    backbone = kak.adapt(testing.tiny_backbones(names=[name])[name], _CONFIGS["houlsby"])
     self.assertEqual(_trainable(backbone), self.bert_trainable["houlsby"])
     for block in backbone.transformer_layers:
       self.assertIsInstance(block._self_attention_dropout, layers.AdaptedSublayerOutput)
@@ -42,7 +42,7 @@ class AdaptEveryEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*[(name, name) for name in backbones.ADAPTABLE])
   def test_lora_starts_as_the_base_and_merges(self, name):
-    backbone = testing.tiny_backbones()[name]
+    backbone = testing.tiny_backbones(names=[name])[name]
     inputs = testing.inputs_for(backbone, testing.tiny_inputs())
     base = testing.sequence_output(backbone, inputs)
     kak.adapt(backbone, _CONFIGS["lora"])

@@ -217,9 +217,8 @@ class JaxRoundTripTest(tf.test.TestCase):
   (`KERAS_BACKEND=jax`)."""
 
   def test_tasks_round_trip_on_jax(self):
-    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     result = subprocess.run(warm_python.command("-c", _ROUND_TRIPS), capture_output=True,
-                            text=True, env=dict(environ, KERAS_BACKEND="jax"), timeout=600,
+                            text=True, env=testing.jax_environ(), timeout=600,
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     found = json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,5 +1,7 @@
 """Tiny random keras-hub backbones for fast Keras 3 tests, on whichever backend is active."""
 
+import os
+
 import numpy as np
 
 import keras
@@ -12,6 +14,12 @@ from keras_adapters.keras3 import layers
 TINY_BACKBONE = dict(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=16,
                      intermediate_dim=32, max_sequence_length=16)
 
+def jax_environ():
+  """This process's environment for a child on Keras 3 with JAX: `KERAS_BACKEND=jax`, and no
+  Keras 2 chosen (`TF_USE_LEGACY_KERAS` unset)."""
+  environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  return dict(environ, KERAS_BACKEND="jax")
+
 
 def tiny_backbone(seed=0, dropout=0.0):
   """A random-weight `BertBackbone` of `TINY_BACKBONE` (no dropout, for exact comparisons)."""
@@ -19,9 +27,10 @@ def tiny_backbone(seed=0, dropout=0.0):
   return keras_hub.models.BertBackbone(**TINY_BACKBONE, dropout=dropout)
 
 
-def tiny_backbones(seed=0):
+def tiny_backbones(seed=0, names=None):
   """One random-weight backbone of `TINY_BACKBONE`'s block shapes of each kind `adapt` takes,
-  by its `backbones.ADAPTABLE` name (no dropout)."""
+  by its `backbones.ADAPTABLE` name (no dropout); with `names`, of those kinds only (each one
+  the same as among all)."""
   sizes = {key: value for key, value in TINY_BACKBONE.items() if key != "vocabulary_size"}
   vocabulary_size = TINY_BACKBONE["vocabulary_size"]
   makers = {
@@ -34,7 +43,8 @@ def tiny_backbones(seed=0):
           **kwargs),
   }
   found = {}
-  for name, make in makers.items():
+  for name in makers if names is None else names:
+    make = makers[name]
     keras.utils.set_random_seed(seed)
     found[name] = make(vocabulary_size=vocabulary_size, dropout=0.0, **sizes)
   return found
@@ -124,9 +134,13 @@ def method_report(configs=None):
   from keras_adapters import keras3 as kak  # pylint: disable=g-import-not-at-top
   inputs = tiny_inputs()
   report = {}
+  base = None
   for name, config in (configs or report_configs()).items():
     backbone = tiny_backbone()
-    base = all_outputs(backbone, inputs)
+    # Every config starts from the same seeded backbone: its outputs are computed once (were
+    # they not the same, each `start_change` would show it).
+    if base is None:
+      base = all_outputs(backbone, inputs)
     kak.adapt(backbone, config)
     entry = dict(trainable=int(sum(np.prod(w.shape) for w in backbone.trainable_weights)),
                  start_change=float(np.abs(all_outputs(backbone, inputs) - base).max()))

@@ -13,6 +13,7 @@ import sys
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the tokenizers' ops)
 
+from keras_adapters.hub import default_model
 from keras_adapters.utils import errors
 
 
@@ -44,7 +45,8 @@ def load(handle, default, what):
 def local_folder(handle, default):
   """The local folder of `handle` (see `load`): a URL downloaded, `None` the default's."""
   if handle is None:
-    return _in_keras2_process(
+    # Converted already on most calls: then found here, without a process of its own.
+    return default_model.converted(default) or _in_keras2_process(
         f"from keras_adapters.hub import default_model as d; "
         f"print(d.default_{default}_handle())")
   handle = os.fspath(handle)

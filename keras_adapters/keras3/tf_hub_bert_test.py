@@ -21,6 +21,7 @@ import tensorflow as tf
 from keras_adapters import keras3 as kak
 from keras_adapters.hub import proofs
 from keras_adapters.keras3 import backbones
+from keras_adapters.keras3 import testing
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import warm_python
@@ -114,9 +115,8 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
             "print(json.dumps([keras.backend.backend(), b.activation] + "
             "[keras.ops.convert_to_numpy(o[k]).tolist() for k in "
             "('sequence_output', 'pooled_output')]))")
-    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     result = subprocess.run(warm_python.command("-c", code, handle), capture_output=True,
-                            text=True, env=dict(environ, KERAS_BACKEND="jax"), timeout=900,
+                            text=True, env=testing.jax_environ(), timeout=900,
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     backend, activation, sequence, pooled = json.loads(result.stdout.strip().splitlines()[-1])
@@ -157,7 +157,10 @@ class FromTfHubTest(tf.test.TestCase, parameterized.TestCase):
     backbone = kak.from_tf_hub()
     self.assertEqual((backbone.activation, backbone.num_layers, backbone.hidden_dim),
                      ("gelu", 6, 384))
-    handle = tf_hub.local_folder(None, "hub")
+    # Converted already in this machine's cache: found in this process, none started.
+    tf_hub._in_keras2_process.cache_clear()  # pylint: disable=protected-access
+    with mock.patch.object(tf_hub.subprocess, "run", side_effect=AssertionError("a process")):
+      handle = tf_hub.local_folder(None, "hub")
     self.assert_same_outputs(handle, backbone, seq_length=16)
 
 
