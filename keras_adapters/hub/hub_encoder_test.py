@@ -12,7 +12,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras as keras
-from tf_keras.protobuf import saved_metadata_pb2
 
 from official.nlp.configs import encoders
 
@@ -127,14 +126,7 @@ class HubEncoderTest(tf.test.TestCase):
         self.assertAllEqual(remembered.weights[name], value, msg=name)
       # The copy's layer configs now say the tanh GELU its graph does not compute: other
       # files, so restored and proven again, and refused.
-      path = os.path.join(copy, "keras_metadata.pb")
-      metadata = saved_metadata_pb2.SavedMetadata()
-      with open(path, "rb") as f:
-        metadata.ParseFromString(f.read())
-      for node in metadata.nodes:
-        node.metadata = node.metadata.replace('"gelu"', '"Text>gelu"')
-      with open(path, "wb") as f:
-        f.write(metadata.SerializeToString())
+      testing.replace_in_layer_configs(copy, '"gelu"', '"Text>gelu"')
       hub_encoder.clear_cache()
       restores = mock.Mock(wraps=hub.load)
       with mock.patch.object(hub, "load", restores), \

@@ -13,6 +13,7 @@ from unittest import mock
 
 import sentencepiece
 import tf_keras as keras
+from tf_keras.protobuf import saved_metadata_pb2
 
 from official.legacy.bert import configs
 from official.nlp.configs import encoders
@@ -197,6 +198,19 @@ def save_tiny_sentencepiece(directory, words=TINY_WORDS[:40]):
       pad_id=0, unk_id=1, bos_id=size - 2, eos_id=size - 1,
       control_symbols="[CLS],[SEP]", minloglevel=2)
   return prefix + ".model"
+
+
+def replace_in_layer_configs(export_dir, old, new):
+  """Rewrites a Keras SavedModel's layer configs (`keras_metadata.pb`) with `old` replaced by
+  `new` in each: an export whose recorded facts no longer describe its graph."""
+  path = os.path.join(export_dir, "keras_metadata.pb")
+  metadata = saved_metadata_pb2.SavedMetadata()
+  with open(path, "rb") as f:
+    metadata.ParseFromString(f.read())
+  for node in metadata.nodes:
+    node.metadata = node.metadata.replace(old, new)
+  with open(path, "wb") as f:
+    f.write(metadata.SerializeToString())
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from absl.testing import parameterized
 import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras as keras
-from tf_keras.protobuf import saved_metadata_pb2
 
 from keras_adapters.hub import hub_encoder
 from keras_adapters.hub import testing
@@ -97,14 +96,7 @@ class AdaptedBertHubParityTest(tf.test.TestCase, parameterized.TestCase):
     is refused naming both outputs' difference, not served as a near-miss."""
     handle = os.path.join(self.create_tempdir().full_path, "tampered")
     shutil.copytree(self._export("legacy_gelu_vocab"), handle)
-    path = os.path.join(handle, "keras_metadata.pb")
-    metadata = saved_metadata_pb2.SavedMetadata()
-    with open(path, "rb") as f:
-      metadata.ParseFromString(f.read())
-    for node in metadata.nodes:
-      node.metadata = node.metadata.replace('"Text>gelu"', '"gelu"')
-    with open(path, "wb") as f:
-      f.write(metadata.SerializeToString())
+    testing.replace_in_layer_configs(handle, '"Text>gelu"', '"gelu"')
     with self.assertRaisesRegex(hub_encoder.HubEncoderError,
                                 r"does not reproduce the Hub model.*'activation': 'gelu'.*"
                                 r"differs by"):
