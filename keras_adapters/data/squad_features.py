@@ -330,6 +330,11 @@ def predict_logits(model, features: SquadFeatures, batch_size: int = 64, *,
     outputs = model(inputs, training=False)
     return outputs["start_logits"], outputs["end_logits"]
 
+  # Traced once for every batch (any length when it varies), and not first for the first
+  # batch's shape, then again relaxed at the second batch's.
+  ids, type_ids = (tf.TensorSpec(shape or [None, None], values.dtype)
+                   for values in (features.input_ids, features.segment_ids))
+  call.get_concrete_function(dict(input_word_ids=ids, input_mask=ids, input_type_ids=type_ids))
   starts, ends = [None] * len(features), [None] * len(features)
   for begin in range(0, len(order), batch_size):
     rows = order[begin:begin + batch_size]

@@ -41,7 +41,7 @@ class RunSquadTest(tf.test.TestCase):
         squad_testing.write_tiny_squad(os.path.join(cls.root, "squad.json")), training=True)
     cls.config = config_definitions.ExperimentConfig.from_settings(
         hub_handle=testing.tiny_hub_handle(), preprocess_handle=testing.tiny_preprocess_handle(),
-        tuning="full", adapter_size=None, learning_rate=2e-2, epochs=20.0, batch_size=4,
+        tuning="full", adapter_size=None, learning_rate=2e-2, epochs=30.0, batch_size=4,
         max_seq_length=32)
     cls.model_dir = os.path.join(cls.root, "overfit")
     cls.export_dir = os.path.join(cls.root, "export")

@@ -493,8 +493,12 @@ class Trainer:
   def _batches(self, epoch: int, consumed: int) -> Iterator[Tuple[int, int, tuple]]:
     """Yields `(epoch, batches consumed in it, distributed batch)`, epoch after epoch."""
     while True:
-      dataset = self._epoch_dataset(epoch).skip(consumed)
-      for batch in self._strategy.experimental_distribute_dataset(dataset):
+      batches = self._strategy.experimental_distribute_dataset(
+          self._epoch_dataset(epoch).skip(consumed))
+      # Traced once for the data's spec, which leaves padded lengths open, and not first for
+      # the first batch's shapes, then again relaxed at the second batch's.
+      self._train_step.get_concrete_function(batches.element_spec)
+      for batch in batches:
         consumed += 1
         yield epoch, consumed, batch
       if consumed == 0:

@@ -148,6 +148,26 @@ class TrainerTest(tf.test.TestCase):
     self.assertEqual(self._reference._train_step.experimental_get_tracing_count(), 1)
     self.assertEqual(self._reference._loss_and_gradients.experimental_get_tracing_count(), 1)
 
+  def test_batches_padded_to_other_lengths_share_one_trace(self):
+    """Per-batch padding gives batches of several lengths: the step is traced once, for the
+    data's spec (length open), not for the first batch's length and again relaxed."""
+    def train_data(seed):
+      del seed
+      lengths = tf.data.Dataset.range(8).map(lambda i: tf.cast(i % 3 + 1, tf.int32))
+      return lengths.map(lambda n: (tf.ones([n, 4]), tf.ones([1]))).padded_batch(
+          2, padded_shapes=([None, 4], [1]))
+
+    def model_fn():
+      inputs = keras.Input((None, 4))
+      return keras.Model(inputs, keras.layers.Dense(1)(
+          keras.layers.GlobalAveragePooling1D()(inputs)))
+
+    stepper = _make_trainer(self.create_tempdir().full_path, model_fn=model_fn,
+                            train_data=train_data, num_train_steps=4)
+    self.assertEqual(sorted({int(batch[0].shape[1]) for batch in train_data(0)}), [2, 3])
+    stepper.train()
+    self.assertEqual(stepper._train_step.experimental_get_tracing_count(), 1)
+
   def test_the_step_is_traced_without_autograph(self):
     """Autograph would convert the step's, the model's and the optimizer's source as the step
     is first traced; the step branches on Python values only."""
