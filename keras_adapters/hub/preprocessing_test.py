@@ -31,21 +31,34 @@ def _words(*lines):
   return tf.constant(list(lines))
 
 
+# Where `setUpModule` builds the export the tests share, and its TF Hub Keras layer.
+_ROOT = _LAYER = None
+
+
+def setUpModule():
+  """Builds the uncased export of `_VOCAB` once for every test here: an export takes seconds,
+  and so does loading it (`_ROOT`/models/preprocess, loaded by TF Hub's Keras layer)."""
+  global _ROOT, _LAYER
+  _ROOT = tempfile.mkdtemp()
+  vocab = _write_vocab(tempfile.mkdtemp(dir=_ROOT))
+  export_dir = preprocessing.build_preprocessing_savedmodel(
+      vocab, os.path.join(_ROOT, "models", "preprocess"), default_seq_length=10)
+  # The export must carry its own vocab.
+  shutil.rmtree(os.path.dirname(vocab))
+  _LAYER = hub.KerasLayer(export_dir)
+
+
+def tearDownModule():
+  shutil.rmtree(_ROOT)
+
+
 class PreprocessingTest(tf.test.TestCase):
   """Tokenization and packing of a loaded export against hand-written ids."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # Built and loaded once: an export takes seconds.
-    cls.root = tempfile.mkdtemp()
-    cls.preprocessor = tf.saved_model.load(preprocessing.build_preprocessing_savedmodel(
-        _write_vocab(cls.root), os.path.join(cls.root, "uncased"), default_seq_length=10))
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.root)
-    super().tearDownClass()
+    cls.preprocessor = _LAYER.resolved_object
 
   def test_call_lowercases_packs_and_pads_with_the_vocab_pad_id(self):
     outputs = self.preprocessor(_words("The quick FOX jumps.", "the zebra"))
@@ -144,25 +157,14 @@ class ArgumentErrorsTest(tf.test.TestCase):
 
 
 class SavedModelTest(tf.test.TestCase):
-  """One export, built once because tracing all packing layouts takes seconds."""
+  """The shared export (`setUpModule`) as a SavedModel folder and through TF Hub's APIs."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.root = tempfile.mkdtemp()
-    vocab = _write_vocab(tempfile.mkdtemp(dir=cls.root))
-    cls.export_dir = preprocessing.build_preprocessing_savedmodel(
-        vocab, os.path.join(cls.root, "models", "preprocess"), default_seq_length=10)
-    # The export must carry its own vocab.
-    shutil.rmtree(os.path.dirname(vocab))
-    # Loading takes seconds, so the tests share one load through TF Hub's Keras layer.
-    cls.layer = hub.KerasLayer(cls.export_dir)
+    cls.layer = _LAYER
+    cls.export_dir = os.path.join(_ROOT, "models", "preprocess")
     cls.loaded = cls.layer.resolved_object
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.root)
-    super().tearDownClass()
 
   def test_export_is_renamed_into_place_without_leftovers(self):
     self.assertEqual(os.listdir(os.path.dirname(self.export_dir)), ["preprocess"])
