@@ -3,8 +3,9 @@
 The TF Hub preprocessing model (the Model Garden's `export_preprocessing`) carries its
 WordPiece vocabulary as an asset; whether it lowercases (and so strips accents, as
 TensorFlow Text's BERT tokenizer does with `lower_case`) and the sequence length it packs to
-are read by calling it. keras-hub's `BertTokenizer` on that vocabulary, with those options,
-gives the same ids.
+are read by calling it, once per set of files (`hub.proofs`: a later read of the same files,
+in any process, restores nothing). keras-hub's `BertTokenizer` on that vocabulary, with those
+options, gives the same ids.
 """
 
 import dataclasses
@@ -14,6 +15,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from keras_adapters.hub import proofs
 from keras_adapters.hub import read_cache
 from keras_adapters.keras3 import tf_hub
 from keras_adapters.utils import errors
@@ -72,7 +74,21 @@ class _PreprocessingModel:
 
 
 def _read_model(folder):
-  """The `_PreprocessingModel` of the SavedModel at `folder`, checked for keras-hub."""
+  """The `_PreprocessingModel` of the SavedModel at `folder`: as an earlier read of the same
+  files found it (`proofs`); else restored and checked for keras-hub."""
+  digest = proofs.key(folder, "keras3_tf_hub_preprocessing")
+  record = proofs.recall(digest)
+  if record is not None:
+    return _PreprocessingModel(_vocabulary(folder), record["lowercase"],
+                               record["sequence_length"])
+  found = _restored_model(folder)
+  proofs.remember(digest, dict(lowercase=found.lowercase,
+                               sequence_length=found.sequence_length))
+  return found
+
+
+def _restored_model(folder):
+  """The `_PreprocessingModel` of the SavedModel at `folder`, restored, called and checked."""
   what = "TF Hub BERT preprocessing model"
   folder, loaded = tf_hub.load(folder, "preprocess", what)
   if not (hasattr(loaded, "tokenize") and hasattr(loaded, "bert_pack_inputs")):
