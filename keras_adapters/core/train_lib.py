@@ -18,6 +18,7 @@ from keras_adapters.models import parameter_summary
 from keras_adapters.training import distribution
 from keras_adapters.training import trainer as trainer_lib
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import precision
 from keras_adapters.utils import provenance
 from keras_adapters.utils import run_lock
@@ -51,6 +52,10 @@ def run(task: base_task.Task, model_dir: str, export_dir: Optional[str] = None,
   runtime = task.config.runtime
   # First: a multi-worker cluster or a TPU is set up before TensorFlow runs anything else.
   strategy = distribution.get_strategy(runtime.strategy, tpu=runtime.tpu)
+  # A precision that the user's cap on the CPU kernels would crash, before anything is read
+  # (a TPU computes in its own kernels).
+  if not runtime.on_tpu:
+    cpu_kernels.check_sixteen_bit(runtime.mixed_precision)
   # Folders that cannot be used (a file, storage that cannot be reached), before the base
   # is read.
   atomic_io.check_output_dir(model_dir, "model_dir")

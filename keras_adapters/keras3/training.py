@@ -39,6 +39,7 @@ from keras_adapters.keras3 import serving
 from keras_adapters.keras3 import tf_hub_bert
 from keras_adapters.keras3 import tokenizer
 from keras_adapters.utils import atomic_io
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import errors
 from keras_adapters.utils import run_lock
 from keras_adapters.utils import stop_requests
@@ -230,6 +231,8 @@ def check_config(config):
   if runtime.mixed_precision not in DTYPE_POLICIES:
     raise errors.UsageError(
         f"mixed_precision={runtime.mixed_precision!r}: choose one of {list(DTYPE_POLICIES)}.")
+  if keras.backend.backend() == "tensorflow":  # JAX computes with XLA's kernels, not oneDNN's.
+    cpu_kernels.check_sixteen_bit(runtime.mixed_precision)
   check_method_config(config.model.set_config)
 
 

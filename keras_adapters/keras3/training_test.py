@@ -22,6 +22,7 @@ from keras_adapters.keras3 import training_testing
 from keras_adapters.tasks import testing as task_testing
 from keras_adapters.training import optimization
 from keras_adapters.utils import errors
+from keras_adapters.utils import testing as utils_testing
 from keras_adapters.utils import warm_python
 
 
@@ -202,6 +203,16 @@ class RefusalTest(tf.test.TestCase):
       message = str(caught.exception)
       self.assertIn(named, message)
       self.assertNotIn("\n", message)
+
+  def test_a_precision_the_cpu_kernel_cap_would_crash_is_refused_on_tensorflow(self):
+    """As on Keras 2 (`cpu_kernels.check_sixteen_bit`), on this process's backend; JAX
+    computes with XLA's kernels, which the cap does not touch."""
+    self.assertEqual(keras.backend.backend(), "tensorflow")
+    spec, splits = task_testing.colour_task()
+    with utils_testing.avx512_cpu_capped_at_avx2():
+      with self.assertRaisesRegex(errors.UsageError, "Computing in bfloat16 with "
+                                  "ONEDNN_MAX_CPU_ISA=AVX2 would crash TensorFlow"):
+        training.run_task(spec, splits, _config(mixed_precision="bfloat16"), self.get_temp_dir())
 
   def test_a_keras2_run_folder_is_refused(self):
     model_dir = self.get_temp_dir()

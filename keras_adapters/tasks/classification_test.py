@@ -27,7 +27,9 @@ from keras_adapters.data import examples as examples_lib
 from keras_adapters.tasks import classification
 from keras_adapters.tasks import testing as training_testing
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import errors
 from keras_adapters.utils import run_lock
+from keras_adapters.utils import testing as utils_testing
 
 _SEQ_LENGTH = training_testing.SEQ_LENGTH
 _LABEL_NAMES = training_testing.LABEL_NAMES
@@ -99,6 +101,19 @@ class TaskRunnerTest(parameterized.TestCase, tf.test.TestCase):
     # The library's own cached copy: loading the SavedModel again per test only costs time.
     cls.preprocessor = testing.tiny_preprocessor(_SEQ_LENGTH)
     cls._trained_logits = {}
+
+  def test_a_precision_the_cpu_kernel_cap_would_crash_is_refused_writing_nothing(self):
+    """A CPU with AVX-512 whose oneDNN kernels the user capped at AVX2: bfloat16 would crash
+    TensorFlow (`cpu_kernels.check_sixteen_bit`), so the run stops before it reads or writes."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    self.enter_context(utils_testing.avx512_cpu_capped_at_avx2())
+    with self.assertRaisesRegex(errors.UsageError, r"Computing in bfloat16 with "
+                                r"ONEDNN_MAX_CPU_ISA=AVX2 would crash TensorFlow .*set it to "
+                                r"AVX512_CORE or higher, or compute in float32\.$"):
+      classification.run_task(self.spec, self.splits,
+                              self.config.replace(mixed_precision="bfloat16"), model_dir,
+                              export_dir=os.path.join(model_dir, "export"), progress_bar=False)
+    self.assertFalse(os.path.exists(model_dir))
 
   def _trained_predict(self, split):
     """`predict` of the trained model on `split`, computed once per class (each call traces

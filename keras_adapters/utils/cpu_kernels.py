@@ -11,15 +11,20 @@ off, it is told once how to get it (a `OneDnnOffWarning`: TensorFlow reads the v
 it loads). `choice()` says which happened; provenance records it with the CPU's model and
 vector extensions.
 
-Standard library only: this runs before TensorFlow is imported.
+`check_sixteen_bit` refuses a bfloat16 or float16 run that a user's `ONEDNN_MAX_CPU_ISA` cap
+would crash.
+
+Standard library only (`errors` is too): this runs before TensorFlow is imported.
 """
 
 import os
 import platform
 import re
 import sys
-from typing import Any, Callable, Dict, Mapping, MutableMapping, Optional
+from typing import Any, Callable, Dict, Mapping, MutableMapping, Optional, Sequence
 import warnings
+
+from keras_adapters.utils import errors
 
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 # Where oneDNN is the faster of TensorFlow's CPU kernels (x86-64 wheels carry it).
@@ -36,6 +41,21 @@ TOO_LATE_FOR_ONEDNN = (
     "(training steps measured 15% slower without them on an AVX2 CPU): import keras_adapters "
     f"before tensorflow, or set {ONEDNN_VARIABLE}=1 before importing TensorFlow "
     f"({ONEDNN_VARIABLE}=0 keeps the other kernels without this notice).")
+
+
+# oneDNN's instruction-set caps (`ONEDNN_MAX_CPU_ISA`), lowest first, each with its aliases.
+CAP_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+_CAPS = (("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",), ("AVX512_CORE",),
+         ("AVX512_CORE_VNNI",), ("AVX512_CORE_BF16",), ("AVX512_CORE_FP16", "AVX10_1_512"),
+         ("AVX512_CORE_AMX", "AVX10_1_512_AMX"),
+         ("AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16"))
+# For each 16-bit compute dtype: the CPU extension by which TensorFlow runs it with oneDNN's
+# kernels, and the lowest cap those kernels run under. TensorFlow picks them by the CPU, not
+# the cap: under a lower cap, the first 16-bit matmul ends the process with a segmentation
+# fault (TensorFlow 2.20 on an Intel Xeon with AVX-512 BF16 and FP16: bfloat16 under AVX2 and
+# AVX2_VNNI, float16 under every cap up to AVX512_CORE_BF16).
+_SIXTEEN_BIT = {"bfloat16": ("avx512f", "AVX512_CORE"),
+                "float16": ("avx512_fp16", "AVX512_CORE_FP16")}
 
 
 class OneDnnOffWarning(UserWarning):
@@ -107,6 +127,43 @@ def _tensorflow_runs_onednn() -> bool:
   """Whether the TensorFlow already loaded chose oneDNN's kernels."""
   from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
   return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def check_sixteen_bit(compute_dtype: str, environ: Mapping[str, str] = os.environ,
+                      extensions: Optional[Sequence[str]] = None,
+                      on_gpu: Optional[Callable[[], bool]] = None) -> None:
+  """Raises a `UsageError` where computing in `compute_dtype` with TensorFlow on this CPU
+  would crash it: its oneDNN kernels for the dtype, chosen by the CPU's extensions, forbidden
+  by the user's `ONEDNN_MAX_CPU_ISA` cap (see `_SIXTEEN_BIT`).
+
+  Args:
+    compute_dtype: The compute dtype of the run, e.g. "bfloat16"; float32 always passes.
+    environ: The environment TensorFlow read as it loaded.
+    extensions: The CPU's vector extensions; by default `cpu_info()`'s.
+    on_gpu: Whether TensorFlow computes on a GPU (no oneDNN there); by default whether it
+      sees one. Asked only where the cap would forbid the kernels.
+  """
+  cap = environ.get(CAP_VARIABLE, "").upper()
+  if compute_dtype not in _SIXTEEN_BIT or environ.get(ONEDNN_VARIABLE) == "0":
+    return
+  rank = {name: i for i, names in enumerate(_CAPS) for name in names}
+  extension, needed = _SIXTEEN_BIT[compute_dtype]
+  if cap not in rank or rank[cap] >= rank[needed]:
+    return
+  if extensions is None:
+    extensions = cpu_info()["vector_extensions"] or []
+  if extension not in extensions or (on_gpu or _tensorflow_sees_a_gpu)():
+    return
+  raise errors.UsageError(
+      f"Computing in {compute_dtype} with {CAP_VARIABLE}={environ[CAP_VARIABLE]} would crash "
+      f"TensorFlow (a segmentation fault): on this CPU ({extension}) it runs {compute_dtype} "
+      f"with oneDNN kernels that this cap forbids. Unset {CAP_VARIABLE}, set it to {needed} "
+      "or higher, or compute in float32.")
+
+
+def _tensorflow_sees_a_gpu() -> bool:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return bool(tf.config.list_physical_devices("GPU"))
 
 
 def choice() -> Dict[str, Any]:

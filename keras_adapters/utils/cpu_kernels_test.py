@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from keras_adapters.utils import cpu_kernels
+from keras_adapters.utils import errors
 
 
 def test_cpu_info_names_the_model_and_its_vector_extensions(tmp_path):
@@ -108,3 +109,45 @@ def test_machine_record_carries_the_kernels():
   record = cpu_kernels.machine_record()
   assert record["kernels"] == cpu_kernels.choice()
   assert record["cpu_count"] == os.cpu_count()
+
+
+_XEON = ["avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile"]
+
+
+@pytest.mark.parametrize("dtype, cap, extensions, refused", [
+    ("bfloat16", "AVX2", _XEON, True),
+    ("bfloat16", "avx2_vnni", _XEON, True),  # oneDNN reads the cap in any case.
+    ("bfloat16", "AVX512_CORE", _XEON, False),
+    ("float16", "AVX512_CORE_BF16", _XEON, True),
+    ("float16", "AVX512_CORE_FP16", _XEON, False),
+    ("float16", "AVX10_1_512", _XEON, False),  # The same cap by its other name.
+    ("float32", "AVX2", _XEON, False),
+    ("bfloat16", None, _XEON, False),
+    ("bfloat16", "ALL", _XEON, False),
+    # Without the extension, TensorFlow computes 16 bits with Eigen's kernels: no crash.
+    ("bfloat16", "AVX2", ["avx", "avx2", "fma"], False),
+    ("float16", "AVX2", ["avx2", "avx512f", "avx512_bf16"], False),
+])
+def test_a_cap_below_the_sixteen_bit_kernels_tensorflow_picks_is_refused(dtype, cap,
+                                                                         extensions, refused):
+  environ = {} if cap is None else {cpu_kernels.CAP_VARIABLE: cap}
+  check = lambda: cpu_kernels.check_sixteen_bit(dtype, environ, extensions,
+                                                on_gpu=lambda: False)
+  if not refused:
+    check()
+    return
+  with pytest.raises(errors.UsageError) as raised:
+    check()
+  needed = "AVX512_CORE_FP16" if dtype == "float16" else "AVX512_CORE"
+  assert str(raised.value) == (
+      f"Computing in {dtype} with ONEDNN_MAX_CPU_ISA={cap} would crash TensorFlow (a "
+      f"segmentation fault): on this CPU ({'avx512_fp16' if dtype == 'float16' else 'avx512f'})"
+      f" it runs {dtype} with oneDNN kernels that this cap forbids. Unset ONEDNN_MAX_CPU_ISA, "
+      f"set it to {needed} or higher, or compute in float32.")
+
+
+def test_the_cap_is_no_matter_with_onednn_off_or_on_a_gpu():
+  environ = {cpu_kernels.CAP_VARIABLE: "AVX2"}
+  cpu_kernels.check_sixteen_bit("bfloat16", dict(environ, **{cpu_kernels.ONEDNN_VARIABLE: "0"}),
+                                _XEON, on_gpu=lambda: False)
+  cpu_kernels.check_sixteen_bit("bfloat16", environ, _XEON, on_gpu=lambda: True)

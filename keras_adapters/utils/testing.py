@@ -1,9 +1,12 @@
-"""Test helpers that need no model: what autograph is asked to convert."""
+"""Test helpers that need no model: what autograph is asked to convert, a capped CPU."""
 
 import contextlib
+import os
 from unittest import mock
 
 from tensorflow.python.autograph.impl import api as autograph_api
+
+from keras_adapters.utils import cpu_kernels
 
 
 @contextlib.contextmanager
@@ -21,3 +24,14 @@ def autograph_conversions():
 
   with mock.patch.object(autograph_api, "converted_call", record):
     yield names
+
+
+@contextlib.contextmanager
+def avx512_cpu_capped_at_avx2():
+  """Inside the block, `cpu_kernels` sees a CPU with AVX-512, no GPU, and oneDNN's kernels
+  capped at AVX2 by the user (`ONEDNN_MAX_CPU_ISA`): a bfloat16 run would crash TensorFlow."""
+  with mock.patch.dict(os.environ, {cpu_kernels.CAP_VARIABLE: "AVX2"}), \
+      mock.patch.object(cpu_kernels, "cpu_info",
+                        return_value=dict(cpu_model="x", vector_extensions=["avx512f"])), \
+      mock.patch.object(cpu_kernels, "_tensorflow_sees_a_gpu", return_value=False):
+    yield
