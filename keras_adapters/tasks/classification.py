@@ -245,13 +245,13 @@ def predict_each(model, splits, preprocessor, config):
   def call(inputs):
     return model(inputs, training=False)
 
+  features_of = lambda batch: batch[0] if isinstance(batch, tuple) else batch
   predictions = []
   for examples in splits:
     dataset = features.make_dataset(
         examples, preprocessor, max_seq_length=config.data.max_seq_length,
         batch_size=max(config.trainer.batch_size, 64), shuffle=False,
         dynamic_padding=not config.static_shapes, pad_last_batch=config.static_shapes)
-    features_of = lambda batch: batch[0] if isinstance(batch, tuple) else batch
     # Traced once for the data's spec, which leaves padded lengths open, and not first for
     # the first batch's shapes, then again relaxed at the second batch's.
     call.get_concrete_function(features_of(dataset.element_spec))

@@ -43,12 +43,13 @@ TOO_LATE_FOR_ONEDNN = (
     f"({ONEDNN_VARIABLE}=0 keeps the other kernels without this notice).")
 
 
-# oneDNN's instruction-set caps (`ONEDNN_MAX_CPU_ISA`), lowest first, each with its aliases.
+# oneDNN's instruction-set caps (`ONEDNN_MAX_CPU_ISA`), by rank, lowest first; aliases share one.
 CAP_VARIABLE = "ONEDNN_MAX_CPU_ISA"
-_CAPS = (("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",), ("AVX512_CORE",),
-         ("AVX512_CORE_VNNI",), ("AVX512_CORE_BF16",), ("AVX512_CORE_FP16", "AVX10_1_512"),
-         ("AVX512_CORE_AMX", "AVX10_1_512_AMX"),
-         ("AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16"))
+_CAP_RANKS = {name: rank for rank, names in enumerate((
+    ("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",), ("AVX512_CORE",),
+    ("AVX512_CORE_VNNI",), ("AVX512_CORE_BF16",), ("AVX512_CORE_FP16", "AVX10_1_512"),
+    ("AVX512_CORE_AMX", "AVX10_1_512_AMX"), ("AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16")))
+              for name in names}
 # For each 16-bit compute dtype: the CPU extension by which TensorFlow runs it with oneDNN's
 # kernels, and the lowest cap those kernels run under. TensorFlow picks them by the CPU, not
 # the cap: under a lower cap, the first 16-bit matmul ends the process with a segmentation
@@ -146,9 +147,8 @@ def check_sixteen_bit(compute_dtype: str, environ: Mapping[str, str] = os.enviro
   cap = environ.get(CAP_VARIABLE, "").upper()
   if compute_dtype not in _SIXTEEN_BIT or environ.get(ONEDNN_VARIABLE) == "0":
     return
-  rank = {name: i for i, names in enumerate(_CAPS) for name in names}
   extension, needed = _SIXTEEN_BIT[compute_dtype]
-  if cap not in rank or rank[cap] >= rank[needed]:
+  if cap not in _CAP_RANKS or _CAP_RANKS[cap] >= _CAP_RANKS[needed]:
     return
   if extensions is None:
     extensions = cpu_info()["vector_extensions"] or []
