@@ -8,7 +8,6 @@ from keras_adapters.hub import testing
 from keras_adapters.utils import warm_python
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
-_HIDDEN = 16
 
 
 def _run(*flags):
@@ -19,23 +18,25 @@ def _run(*flags):
 
 
 def test_tiny_run_records_each_setting_with_its_trainable_parameters_and_ratio(tmp_path):
-  # Six layers, as the default base: --lowest_left_out counts them one to one.
-  handle = testing.tiny_hub_encoder(num_layers=6, hidden_size=_HIDDEN)
+  # The suite's two-layer encoder: --lowest_left_out counts the default base's six layers,
+  # scaled to two (3 of 6 is 1 of 2).
+  handle = testing.tiny_hub_handle()
   output = tmp_path / "adapter_drop.json"
-  process = _run("--bases=default", f"--hub_handle={handle}", "--lowest_left_out=0,2",
+  process = _run("--bases=default", f"--hub_handle={handle}", "--lowest_left_out=0,3",
                  f"--output={output}", "--steps=1", "--warmup_steps=0", "--batch_size=2",
                  "--seq_length=8", "--nochild_processes")
   assert process.returncode == 0, process.stderr[-4000:]
   rows = {(row["left_out"], row["layer_norms"]): row
           for row in json.loads(output.read_text())["measurements"]}
-  assert set(rows) == {(0, "trained"), (2, "trained"), (2, "frozen")}
-  assert all(row["base"] == "default" and row["num_layers"] == 6 for row in rows.values())
+  assert set(rows) == {(0, "trained"), (1, "trained"), (1, "frozen")}
+  assert all(row["base"] == "default" and row["num_layers"] == 2 for row in rows.values())
   assert rows[(0, "trained")]["step_over_none_left_out"] == 1.0
   assert all(row["median_ms"] > 0 for row in rows.values())
-  # Frozen: the two LayerNorms of each left-out layer and the embeddings' (gamma and beta).
-  assert (rows[(2, "trained")]["trainable_params"] - rows[(2, "frozen")]["trainable_params"]
-          == (2 * 2 + 1) * 2 * _HIDDEN)
-  assert rows[(0, "trained")]["trainable_params"] > rows[(2, "trained")]["trainable_params"]
+  # Frozen: the two LayerNorms of the left-out layer and the embeddings' (gamma and beta).
+  hidden = testing.TINY_CONFIG["hidden_size"]
+  assert (rows[(1, "trained")]["trainable_params"] - rows[(1, "frozen")]["trainable_params"]
+          == (2 * 1 + 1) * 2 * hidden)
+  assert rows[(0, "trained")]["trainable_params"] > rows[(1, "trained")]["trainable_params"]
 
 
 def test_counts_without_the_baseline_are_refused_in_one_line():

@@ -28,9 +28,11 @@ def autograph_conversions():
 
 @contextlib.contextmanager
 def avx512_cpu_capped_at_avx2():
-  """Inside the block, `cpu_kernels` sees a CPU with AVX-512, no GPU, and oneDNN's kernels
-  capped at AVX2 by the user (`ONEDNN_MAX_CPU_ISA`): a bfloat16 run would crash TensorFlow."""
-  with mock.patch.dict(os.environ, {cpu_kernels.CAP_VARIABLE: "AVX2"}), \
+  """Inside the block, `cpu_kernels` sees a CPU with AVX-512, no GPU, and oneDNN's kernels on
+  and capped at AVX2 by the user (`ONEDNN_MAX_CPU_ISA`): a bfloat16 run would crash TensorFlow.
+  oneDNN is said on whatever the suite runs with (`TF_ENABLE_ONEDNN_OPTS=0` included)."""
+  with mock.patch.dict(os.environ, {cpu_kernels.CAP_VARIABLE: "AVX2",
+                                    cpu_kernels.ONEDNN_VARIABLE: "1"}), \
       mock.patch.object(cpu_kernels, "cpu_info",
                         return_value=dict(cpu_model="x", vector_extensions=["avx512f"])), \
       mock.patch.object(cpu_kernels, "_tensorflow_sees_a_gpu", return_value=False):
