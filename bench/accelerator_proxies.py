@@ -38,6 +38,7 @@ import tf_keras as keras
 
 import harness
 from keras_adapters.training import trainer as trainer_lib
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import precision
 
 _NUM_CLASSES = 3
@@ -99,6 +100,9 @@ def _table(record):
 
 def main(argv):
   del argv  # cli.run refuses arguments after the flags.
+  # Before anything is timed: a precision that a cap on the CPU kernels would crash.
+  for mixed_precision, _ in SETUPS.values():
+    cpu_kernels.check_sixteen_bit(mixed_precision)
   if FLAGS.child:
     harness.report_to_parent(_measure_times())
     return

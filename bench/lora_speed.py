@@ -77,6 +77,7 @@ from keras_adapters.models import merging
 from keras_adapters.models import saving
 from keras_adapters.models import testing as model_testing
 from keras_adapters.serving import task_export
+from keras_adapters.utils import cpu_kernels
 from keras_adapters.utils import precision
 
 _REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -338,6 +339,8 @@ def _table(summary):
 
 def main(argv):
   del argv  # cli.run refuses arguments after the flags.
+  # Before anything is timed: a precision that a cap on the CPU kernels would crash.
+  cpu_kernels.check_sixteen_bit(FLAGS.precision)
   if FLAGS.child:
     measure = dict(train=_measure_train, export=_export, infer=_measure_infer)[FLAGS.child]
     harness.report_to_parent(measure())
