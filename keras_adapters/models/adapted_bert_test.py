@@ -503,6 +503,36 @@ class MethodConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEmpty(set(_canonical_names(model.trainable_variables)) & set(_layer_norm_names()))
     self.assert_training_changes_only_trainable_weights(model)
 
+  @parameterized.named_parameters(*layers_testing.MIXED_PRECISIONS)
+  def test_mixed_precision_method_layers_near_the_float32_models(self, name, epsilon):
+    """Built under a mixed policy, with a float32 model's moved weights, every method's
+    layers (LoRA, DoRA of both variants, (IA)³; on the blocks' projections and the pooler's)
+    keep float32 variables and give float32 logits near the float32 model's, in inference
+    and, with dropout on, finite in training."""
+    configs = dict(
+        lora=lora_config.LoRAConfig(r=2, target_modules=("query", "intermediate", "pooler")),
+        dora=lora_config.LoRAConfig(r=2, use_dora=True, dropout=0.1,
+                                    target_modules=("value", "output", "pooler")),
+        dora_adapterhub=lora_config.LoRAConfig(r=2, use_dora=True, dora_variant="adapterhub",
+                                               target_modules=("key", "attention_output")),
+        ia3=ia3_config.IA3Config(target_modules=("key", "output", "pooler")))
+    for method, config in configs.items():
+      with self.subTest(method=method):
+        bert = adapted_bert.AdaptedBert(self.handle, adapter_config=config)
+        _move(bert.encoder.projection_layers, seed=0, scale=0.1)
+        reference = classifier.build_classifier(bert, 3)
+        with precision.policy_scope(name):
+          mixed = classifier.build_classifier(
+              adapted_bert.AdaptedBert(self.handle, adapter_config=config), 3)
+        mixed.set_weights(reference.get_weights())
+        self.assertEqual({v.dtype for v in mixed.variables}, {tf.float32})
+        logits = mixed(self.inputs, training=False)
+        self.assertEqual(logits.dtype, tf.float32)
+        # Measured up to 0.13 epsilons.
+        self.assertLess(layers_testing.mixed_precision_gap(
+            logits, reference(self.inputs, training=False), epsilon), 1)
+        self.assertTrue(np.isfinite(mixed(self.inputs, training=True).numpy()).all())
+
   @parameterized.named_parameters(("peft", "peft"), ("adapterhub", "adapterhub"))
   def test_dora_starts_as_the_base_and_trains_its_magnitudes(self, variant):
     """DoRA's magnitudes start at the base's column norms (B is zero), so the new model is

@@ -100,7 +100,9 @@ def dora_factor(ops, weights_by_key, options, kernel):
   variant = options["dora_variant"]
   update = dora.norm_update_scale(variant, scaling(options)) * ops.matmul(
       weights_by_key["lora_a"], weights_by_key["lora_b"])
-  return weights_by_key["magnitude"] / dora.column_norm(ops, kernel, update, variant)
+  # Under a mixed policy a layer reads its magnitudes in the compute dtype.
+  return (ops.cast(weights_by_key["magnitude"], "float32")
+          / dora.column_norm(ops, kernel, update, variant))
 
 
 def merge(ops, weights_by_key, options, kernel, bias):
