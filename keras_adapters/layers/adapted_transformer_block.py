@@ -142,10 +142,11 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     after_attention, after_feedforward = options.pop("mh_adapter"), options.pop("output_adapter")
     self.attention_adapter = self._adapter("attention_adapter", after_attention, options)
     self.feedforward_adapter = self._adapter("feedforward_adapter", after_feedforward, options)
-    # Sub-layers build on their first call, inside the call's name scopes, so variable names
-    # read like a TF Hub export's: ".../transformer/layer_0/self_attention/query/kernel".
-    # The LayerNorms build here: an adapter may call them first, inside its own scope.
-    # So do the feed-forward projections: a method's layer may call them first, in its scope.
+    # Every sub-layer builds here, each in its own name scope, as a call would scope it, so
+    # variable names read like a TF Hub export's: ".../transformer/layer_0/self_attention/
+    # query/kernel". The order is the one this block always had (the LayerNorms and the
+    # feed-forward projections, the methods' layers, then the attention and the adapters in
+    # the order a call reaches them), so a seeded build draws the same initial weights.
     for layer, shape in ((self.self_attention_layer_norm, input_shape),
                          (self.output_layer_norm, input_shape),
                          (self.intermediate, input_shape),
@@ -154,6 +155,10 @@ class AdaptedTransformerBlock(keras.layers.Layer):
       with tf.name_scope(layer.name):
         layer.build(shape)
     self.deltas = self._build_deltas(hidden_size)
+    for layer in (self.self_attention, self.attention_adapter, self.feedforward_adapter):
+      if layer is not None:
+        with tf.name_scope(layer.name):
+          layer.build(input_shape)
     super().build(input_shape)
 
   def _build_deltas(self, hidden_size):

@@ -172,8 +172,28 @@ class AdaptedBertEncoder(keras.layers.Layer):
             **spec["targets"][projection_delta.POOLER])
         for spec in self.projection_deltas if projection_delta.POOLER in spec["targets"]]
 
+  def build(self, input_shape):
+    """Creates every weight without computing anything, in the order a call reaches the
+    sub-layers (so a seeded build draws the same initial weights) and each in the name scope
+    a call gives it (".../word_embeddings/embeddings")."""
+    embedded = tf.TensorShape([None, None, self.embedding_width])
+    hidden = tf.TensorShape([None, None, self.hidden_size])
+    pooled = tf.TensorShape([None, self.hidden_size])
+    for layer, shape in ((self.word_embeddings, tf.TensorShape([None, None])),
+                         (self.position_embedding, tf.TensorShape([None])),
+                         (self.type_embeddings, tf.TensorShape([None, None])),
+                         (self.embedding_layer_norm, embedded),
+                         (self.embedding_projection, embedded),
+                         *((block, hidden) for block in self.transformer_layers),
+                         (self.pooler_transform, pooled),
+                         *((delta, pooled) for delta in self.pooler_deltas)):
+      if layer is not None:
+        with tf.name_scope(layer.name):
+          layer.build(shape)
+    super().build(input_shape)
+
   def call(self, inputs, training=None, adapters=None):
-    # Blocks build on their first call, so their own adapters are theirs to pick.
+    # `None` for a block: its own adapters.
     embedding_layer_norm, block_adapters, pooler_changes = (
         (self.embedding_layer_norm, [None] * self.num_layers, self.pooler_deltas)
         if adapters is None else adapters)
@@ -208,9 +228,6 @@ class AdaptedBertEncoder(keras.layers.Layer):
     """The pooler, `tanh(first_token · W + b)`, with `changes` to its projection."""
     if not changes:
       return self.pooler_transform(first_token)
-    if not self.pooler_transform.built:
-      with tf.name_scope(self.pooler_transform.name):
-        self.pooler_transform.build(first_token.shape)
     kernel, bias = self.pooler_transform.kernel, self.pooler_transform.bias
     project = projection_delta.Projection(
         lambda inputs: tf.matmul(tf.cast(inputs, kernel.dtype), kernel) + bias, kernel, bias)
@@ -253,7 +270,9 @@ class AdaptedBertEncoder(keras.layers.Layer):
       A dict from names such as `transformer/layer_0/self_attention/query/kernel` to variables.
     """
     if not self.built:
-      self(dummy_inputs())
+      # As a first call builds it, in its name scope, but without running the encoder.
+      with tf.name_scope(self.name):
+        self.build({key: tf.TensorShape([None, None]) for key in INPUT_KEYS})
     adapter_ids = {id(w) for module in self.adapters + self.projection_layers
                    for w in module.weights}
     return {canonical_variable_name(w.name): w for w in self.weights
@@ -309,7 +328,7 @@ _ROOT_PATTERN = re.compile(
 
 
 def dummy_inputs(batch_size=1, seq_length=2):
-  """A tiny valid input dict, used to create an encoder's variables."""
+  """A tiny valid input dict of ones (`batch_size` × `seq_length` ids, all unpadded)."""
   ids = tf.ones([batch_size, seq_length], tf.int32)
   return dict(input_word_ids=ids, input_mask=ids, input_type_ids=tf.zeros_like(ids))
 

@@ -10,6 +10,7 @@ import tf_keras as keras
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import adapter_set
 from keras_adapters.layers import testing
+from keras_adapters.methods.lora import config as lora_config
 from keras_adapters.networks import adapted_bert_encoder
 from keras_adapters.utils import precision
 
@@ -289,6 +290,26 @@ class AdaptedBertEncoderTest(tf.test.TestCase, parameterized.TestCase):
     rebuilt(_inputs())
     self.assertEqual(rebuilt.count_params(), encoder.count_params())
     self.assertEqual(set(rebuilt.hub_variable_map()), set(encoder.hub_variable_map()))
+
+  def test_the_hub_map_builds_every_weight_as_a_first_call_would(self):
+    """`hub_variable_map` builds an encoder without running it: the weights of a first call
+    (embedding projection, adapters and LoRA on the blocks and the pooler included), in its
+    order, under its names and, seeded alike, with its values; a call then adds none."""
+    deltas = lora_config.LoRAConfig(
+        r=2, init_weights="gaussian", target_modules=("query", "output", "pooler")).delta_specs()
+    encoders = {}
+    for build, make_weights in (("mapped", lambda encoder: encoder.hub_variable_map()),
+                                ("called", lambda encoder: encoder(_inputs()))):
+      encoders[build] = _encoder(embedding_width=8, projection_deltas=deltas, name=build)
+      keras.utils.set_random_seed(1)
+      make_weights(encoders[build])
+    mapped, called = encoders["mapped"].weights, encoders["called"].weights
+    self.assertEqual([w.name.replace("mapped/", "", 1) for w in mapped],
+                     [w.name.replace("called/", "", 1) for w in called])
+    for mapped_weight, called_weight in zip(mapped, called):
+      self.assertAllEqual(mapped_weight, called_weight, msg=mapped_weight.name)
+    encoders["mapped"](_inputs())
+    self.assertLen(encoders["mapped"].weights, len(mapped))
 
   @parameterized.named_parameters(*testing.MIXED_PRECISIONS)
   def test_mixed_precision_outputs_are_float32(self, name, epsilon):
