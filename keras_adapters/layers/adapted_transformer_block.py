@@ -8,6 +8,7 @@ import tf_keras as keras
 from keras_adapters import methods  # pylint: disable=unused-import  (registers them)
 from keras_adapters.layers import activations
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import dropout
 from keras_adapters.layers import self_attention as self_attention_lib
 from keras_adapters.methods import projection_delta
 from keras_adapters.methods import registry
@@ -128,7 +129,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.self_attention = self_attention_lib.SelfAttention(
         num_heads=self.num_heads, dropout_rate=self.attention_dropout_rate,
         recompute_attention=self.recompute_attention, dtype=self.dtype_policy, name="self_attention")
-    self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    self.attention_dropout = dropout.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.self_attention_layer_norm = self._layer_norm("self_attention_layer_norm")
     # The activation apart from its projection, which a method may change before it.
     self.intermediate = keras.layers.Dense(
@@ -136,7 +137,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
     self.intermediate_activation = activations.get(self.activation)
     self._training_activation = activations.get(self.activation, training=True)
     self.output_dense = keras.layers.Dense(hidden_size, dtype=self.dtype_policy, name="output")
-    self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    self.output_dropout = dropout.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     self.output_layer_norm = self._layer_norm("output_layer_norm")
     options = {**adapter_lib.ADAPTER_OPTIONS, **self.adapter_options}
     after_attention, after_feedforward = options.pop("mh_adapter"), options.pop("output_adapter")

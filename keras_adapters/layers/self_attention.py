@@ -6,6 +6,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from keras_adapters.layers import activations
+from keras_adapters.layers import dropout
 from keras_adapters.methods import projection_delta
 
 # The projections into heads, and the one out of them (Keras' sub-layer names).
@@ -89,7 +90,7 @@ class SelfAttention(keras.layers.Layer):
             "kernel", kernel_shape, initializer=keras.initializers.GlorotUniform())
         self._biases[name] = self.add_weight("bias", bias_shape, initializer="zeros")
     # In the layer's policy: under mixed precision the probabilities go on in the compute dtype.
-    self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    self.attention_dropout = dropout.Dropout(self.dropout_rate, dtype=self.dtype_policy)
     super().build(input_shape)
 
   def projection_variables(self, name):
@@ -151,33 +152,36 @@ class SelfAttention(keras.layers.Layer):
   def _recomputed_attention(self, query, key, value, score_bias):
     """`dropout(softmax(QKᵀ + bias)) V` in training, keeping Q, K, V and the kept positions
     for the gradient instead of the probabilities."""
-    keep_scale = None
+    kept = None
     if self.dropout_rate:
-      # The mask the dropout layer would draw for the probabilities (same generator, shape
-      # and dtype, so the same random stream), kept as booleans: a byte per probability.
-      shape = tf.concat([tf.shape(query)[:-1], tf.shape(key)[-2:-1]], axis=0)
-      kept = self.attention_dropout(tf.ones(shape, self.compute_dtype), training=True) > 0
-      # Kept positions scaled by 1 / (1 - rate) as the dropout layer scales them; made where
-      # it is used, never kept between the passes.
-      keep_scale = lambda: tf.cast(kept, self.compute_dtype) * (1.0 / (1.0 - self.dropout_rate))
+      # The mask the dropout layer would draw for the probabilities (the same random stream),
+      # kept as booleans: a byte per probability.
+      kept = self.attention_dropout.keep_mask(
+          tf.concat([tf.shape(query)[:-1], tf.shape(key)[-2:-1]], axis=0))
+
+    def dropped(probabilities):
+      """The kept probabilities, unscaled: `scaled` puts the scale on a `[batch, heads, seq,
+      head_size]` tensor instead, `head_size / seq` of the work."""
+      return probabilities if kept is None else tf.where(
+          kept, probabilities, tf.zeros([], probabilities.dtype))
+
+    def scaled(tensor):
+      return tensor if kept is None else tensor * tf.cast(
+          self.attention_dropout.keep_scale, tensor.dtype)
 
     @tf.custom_gradient
     def attend(query, key, value):
-      dropped = _probabilities(query, key, score_bias, self.compute_dtype)
-      if keep_scale is not None:
-        dropped *= keep_scale()
+      context = tf.matmul(dropped(_probabilities(query, key, score_bias, self.compute_dtype)),
+                          scaled(value))
 
       def gradient(context_gradient):
         # Recomputed only once the gradient has arrived: without this dependency TensorFlow
         # may recompute every layer's probabilities at once, and nothing is saved.
         with tf.control_dependencies([context_gradient]):
           probabilities = _probabilities(query, key, score_bias, tf.float32)
-          scale = None if keep_scale is None else keep_scale()
-        dropped = tf.cast(probabilities, self.compute_dtype)
-        dropped_gradient = tf.matmul(context_gradient, value, transpose_b=True)
-        if scale is not None:
-          dropped, dropped_gradient = dropped * scale, dropped_gradient * scale
-        probabilities_gradient = tf.cast(dropped_gradient, tf.float32)
+        scaled_gradient = scaled(context_gradient)
+        probabilities_gradient = tf.cast(
+            dropped(tf.matmul(scaled_gradient, value, transpose_b=True)), tf.float32)
         # The softmax's gradient, as TensorFlow's `SoftmaxGrad` computes it, in float32.
         score_gradient = tf.cast(probabilities * (
             probabilities_gradient - tf.reduce_sum(probabilities_gradient * probabilities,
@@ -185,9 +189,10 @@ class SelfAttention(keras.layers.Layer):
                                  self.compute_dtype)
         return (tf.matmul(score_gradient, key),
                 tf.matmul(score_gradient, query, transpose_a=True),
-                tf.matmul(dropped, context_gradient, transpose_a=True))
+                tf.matmul(dropped(tf.cast(probabilities, self.compute_dtype)), scaled_gradient,
+                          transpose_a=True))
 
-      return tf.matmul(dropped, value), gradient
+      return context, gradient
 
     return attend(query, key, value)
 

@@ -7,6 +7,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter_set
+from keras_adapters.layers import dropout
 from keras_adapters.methods import projection_delta
 from keras_adapters.methods import registry
 
@@ -135,7 +136,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         type_vocab_size, self.embedding_width, dtype=policy, name="type_embeddings")
     self.embedding_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="embeddings/layer_norm")
-    self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
+    self.embedding_dropout = dropout.Dropout(dropout_rate, dtype=policy)
     self.embedding_projection = (
         keras.layers.Dense(hidden_size, dtype=policy, name="embedding_projection")
         if self.embedding_width != hidden_size else None)
