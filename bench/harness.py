@@ -81,14 +81,15 @@ LABELS_SPEC = tf.TensorSpec([None], tf.int32)
 
 
 def define_batch_benchmark_flags(*, steps: int, steps_help: str, output_name: str,
-                                child_help: str) -> None:
+                                child_help: Optional[str]) -> None:
   """Defines the flags of a benchmark on one batch of random tokens (`--steps`, `--output`...).
 
   Args:
     steps: Default of `--steps`.
     steps_help: Help of `--steps`: what one step is in this benchmark.
     output_name: File name of the default `--output`, under `RESULTS_DIR`.
-    child_help: Help of the internal `--child` flag: what a child measures.
+    child_help: Help of the internal `--child` flag: what a child measures; `None` for a
+      benchmark that measures everything in its own process (no `--child`).
   """
   flags.DEFINE_integer("steps", steps, steps_help, lower_bound=1)
   flags.DEFINE_integer("warmup_steps", 3, "Untimed steps first (tracing, allocation).",
@@ -99,7 +100,8 @@ def define_batch_benchmark_flags(*, steps: int, steps_help: str, output_name: st
                       "TF Hub BERT encoder; default: the embedded all-MiniLM-L6-v2.")
   flags.DEFINE_string("output", os.path.join(RESULTS_DIR, output_name),
                       "Where to write the results (JSON).")
-  flags.DEFINE_string("child", None, f"Internal: {child_help}")
+  if child_help is not None:
+    flags.DEFINE_string("child", None, f"Internal: {child_help}")
 
 
 def build_model(hub_handle: str, setup: str, num_classes: int,
