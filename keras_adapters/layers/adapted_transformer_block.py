@@ -9,6 +9,7 @@ from keras_adapters import methods  # pylint: disable=unused-import  (registers 
 from keras_adapters.layers import activations
 from keras_adapters.layers import adapter as adapter_lib
 from keras_adapters.layers import dropout
+from keras_adapters.layers import layer_norm as layer_norm_lib
 from keras_adapters.layers import self_attention as self_attention_lib
 from keras_adapters.methods import projection_delta
 from keras_adapters.methods import registry
@@ -179,7 +180,7 @@ class AdaptedTransformerBlock(keras.layers.Layer):
 
   def _layer_norm(self, name):
     # LayerNorm in float32 even under mixed precision, as the Model Garden does.
-    return keras.layers.LayerNormalization(
+    return layer_norm_lib.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
 
   def _adapter(self, name, placed, options):

@@ -7,6 +7,7 @@ import tf_keras as keras
 
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter as adapter_lib
+from keras_adapters.layers import layer_norm as layer_norm_lib
 
 _ADAPTER_SLOTS = ("attention_adapter", "feedforward_adapter")
 _LAYER_NORM_SLOTS = ("self_attention_layer_norm", "output_layer_norm")
@@ -130,7 +131,7 @@ class AdapterSet(keras.layers.Layer):
     super().build(input_shape)
 
   def _layer_norm(self, name):
-    return keras.layers.LayerNormalization(
+    return layer_norm_lib.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32", name=name)
 
   def _adapter(self, name, options):

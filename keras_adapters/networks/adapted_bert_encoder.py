@@ -8,6 +8,7 @@ import tf_keras as keras
 from keras_adapters.layers import adapted_transformer_block
 from keras_adapters.layers import adapter_set
 from keras_adapters.layers import dropout
+from keras_adapters.layers import layer_norm as layer_norm_lib
 from keras_adapters.methods import projection_delta
 from keras_adapters.methods import registry
 
@@ -134,7 +135,7 @@ class AdaptedBertEncoder(keras.layers.Layer):
         max_sequence_length, self.embedding_width, dtype=policy, name="position_embedding")
     self.type_embeddings = keras.layers.Embedding(
         type_vocab_size, self.embedding_width, dtype=policy, name="type_embeddings")
-    self.embedding_layer_norm = keras.layers.LayerNormalization(
+    self.embedding_layer_norm = layer_norm_lib.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="embeddings/layer_norm")
     self.embedding_dropout = dropout.Dropout(dropout_rate, dtype=policy)
     self.embedding_projection = (
