@@ -2,12 +2,12 @@
 
 TensorFlow's dropout draws one 32-bit random number for every position it may drop, and on a
 CPU that is most of dropout's cost: the attention probabilities alone are
-`[batch, heads, seq, seq]`, and at 32 x 128 tokens on the default base `RandomUniform` took 7%
-of an adapter training step's op time (bench/results/op_profile.json). Here each position gets 16 random bits, two from every
-32-bit number, and is dropped when they read below `round(rate * 2**16)`: the rate is kept to
-1/65,536 (0.1 drops 6,554 positions in 65,536), and the kept values are scaled by the inverse
-of that keep probability, so that the expected output is the input exactly. (Under a 16-bit
-policy Keras' own dropout draws its numbers in that dtype, which keeps the rate to 1/128.)
+`[batch, heads, seq, seq]` (bench/dropout_masks.py times both draws). Here each position gets
+16 random bits, two from every 32-bit number, and is dropped when they read below
+`round(rate * 2**16)`: the rate is kept to 1/65,536 (0.1 drops 6,554 positions in 65,536),
+and the kept values are scaled by the inverse of that keep probability, so that the expected
+output is the input exactly. (Under a 16-bit policy Keras' own dropout draws its numbers in
+that dtype, which keeps the rate to 1/128 in bfloat16 and 1/1,024 in float16.)
 """
 
 import tensorflow as tf

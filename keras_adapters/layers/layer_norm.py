@@ -3,11 +3,11 @@
 TensorFlow's fused normalisation kernel needs an epsilon of at least 1.001e-5, so Keras'
 `LayerNormalization` with BERT's 1e-12 runs op by op: the moments, then
 `batch_normalization`, and autodiff's gradient of each: a chain of elementwise passes over
-the block's `[tokens, hidden]` values for every LayerNorm of a training step (in the op
-profile, their `Mul` ops alone take more time than the attention's softmax). A training call of this
-layer (from `activations.FUSE_FROM_ELEMENTS` values on) computes the same normalisation as
-one XLA-compiled pass, and its gradient as another that keeps only the inputs and the inverse
-standard deviations. Inference, and every SavedModel exported from it, is Keras' own.
+the block's `[tokens, hidden]` values for every LayerNorm of a training step. A training call
+of this layer (from `activations.FUSE_FROM_ELEMENTS` values on) computes the same
+normalisation as one XLA-compiled pass, and its gradient as another that keeps only the
+inputs and the inverse standard deviations (bench/activation_gradient.py times both ways).
+Inference, and every SavedModel exported from it, is Keras' own.
 """
 
 import tensorflow as tf
