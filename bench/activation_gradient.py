@@ -82,10 +82,9 @@ def main(argv):
       run = _forward_and_backward(function)
       runs[f"{name}/{gradient}"] = (
           lambda run=run, x=x, output_gradient=output_gradient: run(x, output_gradient)[1].numpy())
-  seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
-  timings = {key: harness.summarize_ms(values) for key, values in seconds.items()}
-  ratios = {name: timings[f"{name}/one_pass"]["median_ms"]
-                  / timings[f"{name}/autodiff"]["median_ms"] for name in _NAMES}
+  timings, ratios, rows = harness.compare_in_turns(
+      runs, pairs=_NAMES, new="one_pass", old="autodiff", rounds=FLAGS.steps,
+      warmup_steps=FLAGS.warmup_steps)
   record = dict(
       benchmark="activation_gradient", machine=harness.machine_info(),
       settings=dict(tokens=FLAGS.tokens, width=FLAGS.width, hidden=FLAGS.hidden,
@@ -95,9 +94,7 @@ def main(argv):
       timings=timings, one_pass_over_autodiff=ratios)
   harness.write_record(FLAGS.output, record)
   print(harness.markdown_table(
-      ["function", "autodiff ms", "one pass ms", "one pass / autodiff"],
-      [[name, timings[f"{name}/autodiff"]["median_ms"], timings[f"{name}/one_pass"]["median_ms"],
-        ratios[name]] for name in _NAMES]))
+      ["function", "autodiff ms", "one pass ms", "one pass / autodiff"], rows))
 
 
 if __name__ == "__main__":

@@ -83,11 +83,9 @@ def main(argv):
   for setup in FLAGS.setups:
     for name, keep_mask in drawers.items():
       runs[f"step/{setup}/{name}"], random_ops[f"step/{setup}/{name}"] = _step(setup, keep_mask)
-  seconds = harness.time_interleaved(runs, rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
-  timings = {key: harness.summarize_ms(values) for key, values in seconds.items()}
-  kinds = ["masks"] + [f"step/{setup}" for setup in FLAGS.setups]
-  ratios = {kind: timings[f"{kind}/ours"]["median_ms"] / timings[f"{kind}/tensorflow"]["median_ms"]
-            for kind in kinds}
+  timings, ratios, rows = harness.compare_in_turns(
+      runs, pairs=["masks"] + [f"step/{setup}" for setup in FLAGS.setups], new="ours",
+      old="tensorflow", rounds=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
   record = dict(
       benchmark="dropout_masks", machine=harness.machine_info(),
       settings=dict(hub_handle=FLAGS.hub_handle, setups=FLAGS.setups,
@@ -97,9 +95,7 @@ def main(argv):
       random_ops=random_ops, timings=timings, ours_over_tensorflow=ratios)
   harness.write_record(FLAGS.output, record)
   print(harness.markdown_table(
-      ["what", "TensorFlow's masks ms", "ours ms", "ours / TensorFlow's"],
-      [[kind, timings[f"{kind}/tensorflow"]["median_ms"], timings[f"{kind}/ours"]["median_ms"],
-        ratios[kind]] for kind in kinds]))
+      ["what", "TensorFlow's masks ms", "ours ms", "ours / TensorFlow's"], rows))
 
 
 if __name__ == "__main__":

@@ -215,6 +215,7 @@ def make_forward(model: keras.Model) -> Callable[..., tf.Tensor]:
 time_calls = timing.time_calls
 time_interleaved = timing.time_interleaved
 summarize_ms = timing.summarize_ms
+compare_in_turns = timing.compare_in_turns
 
 # This process's memory now and at its peak, in MiB (the PyTorch side measures alike).
 peak_rss_mib = process_memory.peak_rss_mib

@@ -4,7 +4,7 @@ Keras 2 (bench/harness.py re-exports these)."""
 
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 
 def time_calls(fn: Callable[[], Any], *, steps: int, warmup_steps: int,
@@ -87,3 +87,23 @@ def summarize_ms(seconds: Sequence[float]) -> Dict[str, Any]:
   return dict(median_ms=statistics.median(times_ms), min_ms=min(times_ms),
               max_ms=max(times_ms), times_ms=times_ms)
 
+
+
+def compare_in_turns(fns: Mapping[str, Callable[[], Any]], *, pairs: Sequence[str], new: str,
+                     old: str, rounds: int, warmup_steps: int,
+                     clock: Callable[[], float] = time.perf_counter
+                     ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, float], List[List[Any]]]:
+  """Times `fns`, named `"<pair>/<new>"` and `"<pair>/<old>"` for each of `pairs`, in turns
+  (`time_interleaved`), and compares each pair's two ways.
+
+  Returns:
+    `(timings, ratios, rows)`: each setup's `summarize_ms`; each pair's median new / median
+    old; and a table row per pair, `[pair, old median ms, new median ms, ratio]`.
+  """
+  seconds = time_interleaved(fns, rounds=rounds, warmup_steps=warmup_steps, clock=clock)
+  timings = {name: summarize_ms(values) for name, values in seconds.items()}
+  medians = {name: timing["median_ms"] for name, timing in timings.items()}
+  ratios = {pair: medians[f"{pair}/{new}"] / medians[f"{pair}/{old}"] for pair in pairs}
+  rows = [[pair, medians[f"{pair}/{old}"], medians[f"{pair}/{new}"], ratios[pair]]
+          for pair in pairs]
+  return timings, ratios, rows

@@ -47,3 +47,14 @@ def test_time_interleaved_takes_turns_after_warming_every_setup():
 def test_time_interleaved_rejects_bad_counts():
   with pytest.raises(ValueError, match="rounds >= 1"):
     timing.time_interleaved({"a": lambda: None}, rounds=0, warmup_steps=0)
+
+
+def test_compare_in_turns_gives_each_pairs_ratio_and_table_row():
+  fns = {name: lambda: None for name in ("x/new", "x/old", "y/new", "y/old")}
+  timings, ratios, rows = timing.compare_in_turns(
+      fns, pairs=["x", "y"], new="new", old="old", rounds=1, warmup_steps=0,
+      clock=_fake_clock([1.0, 4.0, 3.0, 2.0]))
+  assert timings["x/old"]["median_ms"] == pytest.approx(4000.0)
+  assert ratios == pytest.approx({"x": 0.25, "y": 1.5})
+  # Whole seconds on the fake clock: every figure is exact.
+  assert rows == [["x", 4000.0, 1000.0, 0.25], ["y", 2000.0, 3000.0, 1.5]]
